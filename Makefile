@@ -1,0 +1,172 @@
+# lull - lock-free rings whose consumer parks and wakes through io_uring.
+#
+# make            the libraries, lull.pc and the examples, under build/
+# make test       install what the tests need, then run every suite
+# make demo       install what the demo needs, then run it
+# make bench      the benchmarks (never part of pass/fail)
+# make install    PREFIX=/usr/local DESTDIR= ; make uninstall
+# V=1 shows the commands.
+
+VERSION := 0.1.0
+SOVERSION := 0
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
+CFLAGS ?= -O2 -g
+override CFLAGS += -std=c11 -D_GNU_SOURCE -pthread -Iinclude -MMD -MP \
+	-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wpointer-arith -Wvla
+LDLIBS_LULL := -pthread
+
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
+TSAN_FLAGS := -O1 -g -fsanitize=thread
+
+CRITERION_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
+CK_LIBS = $(shell pkg-config --libs ck 2>/dev/null)
+
+ifeq ($(V),1)
+Q :=
+say :=
+else
+Q := @
+say = @printf '  %-7s %s\n' $(1) $(2);
+endif
+
+B := build
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:lib/%.c=$(B)/obj/lib/%.o)
+ASAN_LIB_OBJ := $(LIB_SRC:lib/%.c=$(B)/asan/lib/%.o)
+TSAN_LIB_OBJ := $(LIB_SRC:lib/%.c=$(B)/tsan/lib/%.o)
+HEADERS := include/lull.h $(wildcard include/lull/*.h)
+
+SHLIB := $(B)/lib/liblull.so.$(VERSION)
+SONAME := liblull.so.$(SOVERSION)
+STLIB := $(B)/lib/liblull.a
+PCFILE := $(B)/lib/lull.pc
+
+UNIT_SRC := $(wildcard test/test_*.c)
+UNIT_BIN := $(UNIT_SRC:test/%.c=$(B)/test/%)
+ASAN_UNIT_BIN := $(UNIT_SRC:test/%.c=$(B)/test/asan/%)
+STRESS_SRC := $(wildcard test/stress/*.c)
+STRESS_BIN := $(STRESS_SRC:test/stress/%.c=$(B)/test/stress/%)
+TSAN_STRESS_BIN := $(STRESS_SRC:test/stress/%.c=$(B)/test/tsan/%)
+EXAMPLE_SRC := $(wildcard examples/*.c)
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(B)/examples/%)
+PERF_SRC := $(wildcard perf/*.c)
+PERF_BIN := $(PERF_SRC:perf/%.c=$(B)/perf/%)
+
+.PHONY: all lib test test-build demo bench install uninstall clean deps-test \
+	deps-demo deps-bench
+
+all: lib $(EXAMPLE_BIN)
+lib: $(SHLIB) $(STLIB) $(PCFILE)
+
+# --- the library ---------------------------------------------------------
+$(B)/obj/lib/%.o: lib/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(SHLIB): $(LIB_OBJ) lib/lull.map
+	@mkdir -p $(@D)
+	$(call say,LD,$@) $(CC) $(CFLAGS) $(LDFLAGS) -shared \
+		-Wl,-soname,$(SONAME) -Wl,--version-script=lib/lull.map \
+		-Wl,--no-undefined -o $@ $(LIB_OBJ) $(LDLIBS_LULL)
+	$(Q)ln -sf liblull.so.$(VERSION) $(B)/lib/$(SONAME)
+	$(Q)ln -sf $(SONAME) $(B)/lib/liblull.so
+
+$(STLIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(call say,AR,$@) rm -f $@ && $(AR) rcs $@ $^
+
+$(PCFILE): lull.pc.in Makefile
+	@mkdir -p $(@D)
+	$(call say,GEN,$@) sed -e 's|@PREFIX@|$(PREFIX)|' \
+		-e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# Sanitizer builds compile the library straight into each program.
+$(B)/asan/lib/%.o: lib/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(ASAN_FLAGS) -c $< -o $@
+$(B)/tsan/lib/%.o: lib/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(TSAN_FLAGS) -c $< -o $@
+
+# --- tests ---------------------------------------------------------------
+RPATH := -Wl,-rpath,$(abspath $(B)/lib)
+
+$(B)/test/%: test/%.c $(SHLIB)
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) -Ilib $< -o $@ -L$(B)/lib -llull \
+		$(RPATH) $(CRITERION_LIBS)
+$(B)/test/asan/%: test/%.c $(ASAN_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(ASAN_FLAGS) -Ilib $< \
+		$(ASAN_LIB_OBJ) -o $@ $(CRITERION_LIBS)
+$(B)/test/stress/%: test/stress/%.c $(STLIB)
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) -Ilib $< $(STLIB) -o $@
+$(B)/test/tsan/%: test/stress/%.c $(TSAN_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(TSAN_FLAGS) -Ilib $< \
+		$(TSAN_LIB_OBJ) -o $@
+
+test-build: lib $(UNIT_BIN) $(ASAN_UNIT_BIN) $(STRESS_BIN) $(TSAN_STRESS_BIN) \
+	$(EXAMPLE_BIN)
+
+deps-test:
+	$(Q)sh scripts/deps.sh test
+
+# Builds first (after installing what is missing), then runs every suite
+# even when one fails, and ends with one "N passed, N failed" line.
+test: deps-test
+	$(Q)$(MAKE) --no-print-directory test-build
+	$(Q)sh scripts/run-tests.sh
+
+# --- examples, demo, perf ------------------------------------------------
+$(B)/examples/%: examples/%.c $(STLIB)
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $< $(STLIB) -o $@
+
+$(B)/perf/%: perf/%.c $(STLIB)
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) -Ilib $< $(STLIB) -o $@ $(CK_LIBS) -lm
+
+deps-demo:
+	$(Q)sh scripts/deps.sh demo
+demo: deps-demo
+	$(Q)$(MAKE) --no-print-directory $(B)/examples/ring_tour
+	$(Q)$(B)/examples/ring_tour
+
+deps-bench:
+	$(Q)sh scripts/deps.sh bench
+bench: deps-bench
+	$(Q)$(MAKE) --no-print-directory $(PERF_BIN)
+	$(Q)$(B)/perf/throughput
+
+# --- install -------------------------------------------------------------
+install: lib
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/lull \
+		$(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 include/lull.h $(DESTDIR)$(INCLUDEDIR)/lull.h
+	install -m 644 include/lull/*.h $(DESTDIR)$(INCLUDEDIR)/lull/
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf liblull.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblull.so
+	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(PCFILE) $(DESTDIR)$(PKGCONFIGDIR)/lull.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/lull.h
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/lull
+	rm -f $(DESTDIR)$(LIBDIR)/liblull.so.$(VERSION) \
+		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/liblull.so \
+		$(DESTDIR)$(LIBDIR)/liblull.a $(DESTDIR)$(PKGCONFIGDIR)/lull.pc
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lull/ring.h - lock-free rings of variable-length records.
+ *
+ * A ring is one contiguous, position-independent memory region (a header,
+ * the hot indices, a control block and the data; no pointers inside) plus a
+ * per-process handle, struct lull_ring, that points into it.  The region can
+ * be allocated by lull or laid out in memory the caller provides, and opened
+ * again by other handles ("create once, open many").
+ *
+ * Records are an 8-byte header {int32 length, int32 type} followed by the
+ * payload, 8-byte aligned.  User types are >= 1; types <= 0 are reserved for
+ * lull.  A record never straddles the end of the data area: a padding record,
+ * which the consumer skips, fills the gap.
+ *
+ * Topology is fixed when the region is created:
+ *   LULL_RING_SPSC  one attached producer at a time; its write path has no
+ *                   atomic read-modify-write.  A second attach is -EBUSY.
+ *   LULL_RING_MPSC  any number of producers claim space concurrently and
+ *                   commit independently: a slow producer never makes another
+ *                   producer wait; only the consumer waits at a record that
+ *                   is claimed but not yet committed.
+ * Producers use the lull_spsc_*() or lull_mpsc_*() calls that match the
+ * ring; the other family fails with -EINVAL.
+ *
+ * Progress: every call is lock-free and returns without waiting: a full ring
+ * is -EAGAIN on the producer side, an empty one -EAGAIN on the consumer side.
+ * Nothing here spins, sleeps or makes a system call on the data path.
+ *
+ * Which calls may run concurrently (same ring):
+ *
+ *   call                          | with itself          | with the others
+ *   ------------------------------+----------------------+------------------
+ *   lull_spsc_* (one producer)    | no (one thread at a  | yes
+ *                                 |  time per producer)  |
+ *   lull_mpsc_* (producer p)      | yes, on different p; | yes
+ *                                 |  no, on the same p   |
+ *   lull_ring_read/peek/release   | no (one consumer)    | yes
+ *   lull_producer_attach/detach   | yes                  | yes, except on
+ *                                 |                      |  the producer
+ *                                 |                      |  being detached
+ *   lull_ring_capacity/max_payload| yes                  | yes
+ *   lull_ring_create/open         | yes                  | yes
+ *   lull_ring_destroy             | no                   | no: after every
+ *                                 |                      |  producer of this
+ *                                 |                      |  handle detached
+ *
+ * Errors are negative errno values (see lull_strerror() in lull.h):
+ *   -EINVAL    a bad argument (NULL, bad capacity, reserved type, wrong
+ *              topology, unaligned or too small memory)
+ *   -EAGAIN    the ring is full (producer) or empty (consumer)
+ *   -EMSGSIZE  the record is larger than lull_ring_max_payload()
+ *   -EBUSY     the role is taken (a second SPSC producer, a second consumer,
+ *              a second claim on one producer)
+ *   -EPERM     the handle does not hold the consumer role
+ *   -ENOMEM    allocation failed
+ *   -EPROTO    the memory does not hold a lull region of this layout version
+ */
+#ifndef LULL_RING_H
+#define LULL_RING_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ring topology, given to lull_ring_create() and lull_ring_create_in(). */
+#define LULL_RING_SPSC 1u
+#define LULL_RING_MPSC 2u
+
+/* lull_ring_open() flag: take the consumer role for this handle. */
+#define LULL_OPEN_CONSUMER 1u
+
+/* Record framing. */
+#define LULL_RECORD_ALIGN 8u
+#define LULL_RECORD_HEADER_SIZE 8u
+
+/* Capacity (bytes of record data) is a power of two in this range. */
+#define LULL_RING_MIN_CAPACITY ((size_t)1 << 8)
+#define LULL_RING_MAX_CAPACITY ((size_t)1 << 30)
+
+/* Reserved record types.  Padding never reaches a handler. */
+#define LULL_TYPE_PADDING 0
+
+/* Largest user record type; user types are 1..LULL_TYPE_MAX. */
+#define LULL_TYPE_MAX INT32_MAX
+
+/* Return values of a lull_record_fn. */
+#define LULL_READ_CONTINUE 0 /* consume this record, go on */
+#define LULL_READ_STOP 1     /* consume this record, end the batch */
+#define LULL_READ_KEEP 2     /* leave this record for the next read, end */
+
+struct lull_ring;
+struct lull_producer;
+
+/*
+ * A record as the consumer sees it: a view into the ring, valid only until
+ * the handler returns (lull_ring_read) or until lull_ring_release().
+ */
+struct lull_record {
+	const void *data; /* 8-byte aligned payload */
+	uint32_t len;     /* payload bytes, 0 allowed */
+	int32_t type;     /* >= 1 for user records */
+};
+
+/*
+ * Batch handler: called once per record, in ring order, on the consumer's
+ * thread.  Returns LULL_READ_CONTINUE, LULL_READ_STOP or LULL_READ_KEEP; any
+ * other value acts as LULL_READ_STOP.
+ */
+typedef int (*lull_record_fn)(const struct lull_record *rec, void *ctx);
+
+/*
+ * Bytes of memory a region of the given capacity needs (header, indices,
+ * control block and data).  Any thread.
+ * Returns the size, or -EINVAL when capacity is not a power of two in
+ * [LULL_RING_MIN_CAPACITY, LULL_RING_MAX_CAPACITY].
+ */
+ssize_t lull_ring_region_size(size_t capacity);
+
+/*
+ * Allocate a region of @capacity data bytes with topology @flags
+ * (LULL_RING_SPSC or LULL_RING_MPSC) and a handle holding the consumer role.
+ * Any thread.  Returns 0 and sets *ringp, or -EINVAL, -ENOMEM.
+ */
+int lull_ring_create(struct lull_ring **ringp, size_t capacity,
+		     unsigned flags);
+
+/*
+ * Lay out a new region in caller memory @mem of @size bytes (at least
+ * lull_ring_region_size(capacity), 128-byte aligned; the caller keeps
+ * ownership and must keep it alive until every handle on it is destroyed)
+ * and return a handle holding the consumer role.  Any previous content is
+ * overwritten: call it once per region, then lull_ring_open() from others.
+ * Any thread.  Returns 0 and sets *ringp, or -EINVAL, -ENOMEM.
+ */
+int lull_ring_create_in(struct lull_ring **ringp, void *mem, size_t size,
+			size_t capacity, unsigned flags);
+
+/*
+ * Open a region laid out earlier by lull_ring_create_in(), without touching
+ * its content.  With LULL_OPEN_CONSUMER the handle takes the consumer role.
+ * Any thread.  Returns 0 and sets *ringp, or -EINVAL (bad argument or
+ * @size smaller than the region), -EPROTO (not a lull region, or another
+ * layout version), -EBUSY (consumer role taken), -ENOMEM.
+ */
+int lull_ring_open(struct lull_ring **ringp, void *mem, size_t size,
+		   unsigned flags);
+
+/*
+ * Release the handle (and its consumer role); free the region when the
+ * handle allocated it.  Every producer attached through this handle must be
+ * detached first.  Returns 0, -EINVAL (NULL) or -EBUSY (producers still
+ * attached through this handle; nothing is released).
+ */
+int lull_ring_destroy(struct lull_ring *ring);
+
+/* Data capacity in bytes, or -EINVAL.  Any thread. */
+ssize_t lull_ring_capacity(const struct lull_ring *ring);
+
+/*
+ * Largest payload one record may carry: capacity / 8 minus the 8-byte
+ * header.  Any thread.  Returns it, or -EINVAL.
+ */
+ssize_t lull_ring_max_payload(const struct lull_ring *ring);
+
+/*
+ * Attach a producer to the ring.  On an SPSC ring only one producer may be
+ * attached at a time.  The producer is then used by one thread at a time.
+ * @flags must be 0 (reserved for producer lifetime options).
+ * Any thread.  Returns 0 and sets *prodp, or -EINVAL, -EBUSY, -ENOMEM.
+ */
+int lull_producer_attach(struct lull_ring *ring, unsigned flags,
+			 struct lull_producer **prodp);
+
+/*
+ * Detach and free a producer.  An outstanding claim is aborted first, so the
+ * consumer is never left waiting on it.  The producer's thread, or any
+ * thread once that one no longer uses it.  Returns 0 or -EINVAL.
+ */
+int lull_producer_detach(struct lull_producer *prod);
+
+/*
+ * SPSC producer calls; the attached producer's thread only.
+ *
+ * write:  copy @len bytes of @data into one record of @type.
+ * writev: gather @iovcnt buffers into one record of @type.
+ * claim:  reserve a record of @type and @len payload bytes and set *datap to
+ *         where the payload goes (8-byte aligned); nothing is visible to the
+ *         consumer until commit.  One claim at a time per producer.
+ * commit: publish the claimed record.
+ * abort:  drop the claimed record; the consumer never sees it.
+ *
+ * Return 0, or -EINVAL (NULL, @type outside 1..LULL_TYPE_MAX, @len > 0 with
+ * NULL @data, negative or too many iov entries, an MPSC producer; commit or
+ * abort with no claim), -EMSGSIZE (@len above lull_ring_max_payload()),
+ * -EAGAIN (not enough free space now; nothing was written), -EBUSY (claim
+ * while a claim is outstanding).
+ */
+int lull_spsc_write(struct lull_producer *prod, int32_t type,
+		    const void *data, size_t len);
+int lull_spsc_writev(struct lull_producer *prod, int32_t type,
+		     const struct iovec *iov, int iovcnt);
+int lull_spsc_claim(struct lull_producer *prod, int32_t type, size_t len,
+		    void **datap);
+int lull_spsc_commit(struct lull_producer *prod);
+int lull_spsc_abort(struct lull_producer *prod);
+
+/*
+ * MPSC producer calls: the same contract as the SPSC ones, for producers of
+ * an MPSC ring; different producers may call them concurrently.  An aborted
+ * claim becomes a padding record that the consumer skips.  -EINVAL also for
+ * an SPSC producer.
+ */
+int lull_mpsc_write(struct lull_producer *prod, int32_t type,
+		    const void *data, size_t len);
+int lull_mpsc_writev(struct lull_producer *prod, int32_t type,
+		     const struct iovec *iov, int iovcnt);
+int lull_mpsc_claim(struct lull_producer *prod, int32_t type, size_t len,
+		    void **datap);
+int lull_mpsc_commit(struct lull_producer *prod);
+int lull_mpsc_abort(struct lull_producer *prod);
+
+/*
+ * Consumer: hand up to @limit committed records to @fn in ring order, in
+ * place (no copy), and publish the new read position once for the batch.
+ * Stops early at a record that is claimed but not yet committed, or when @fn
+ * returns LULL_READ_STOP or LULL_READ_KEEP.  Must not be mixed with an
+ * outstanding lull_ring_peek().  The consumer's thread only.
+ * Returns the number of records consumed (>= 1, or 0 when @fn kept the
+ * first one), or -EAGAIN (no committed record), -EINVAL (NULL, @limit 0, a
+ * peek outstanding), -EPERM (not the consumer handle).
+ */
+int lull_ring_read(struct lull_ring *ring, lull_record_fn fn, void *ctx,
+		   unsigned limit);
+
+/*
+ * Consumer: look at the next committed record without consuming it.  Calling
+ * it again returns the same record until lull_ring_release().  The
+ * consumer's thread only.  Returns 0 and fills *rec, or -EAGAIN (no
+ * committed record), -EINVAL, -EPERM.
+ */
+int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec);
+
+/*
+ * Consumer: consume the record returned by the last lull_ring_peek() and
+ * publish the new read position.  Returns 0, -EINVAL (NULL, or no record
+ * peeked), -EPERM.
+ */
+int lull_ring_release(struct lull_ring *ring);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LULL_RING_H */

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring_mpsc.c - the multi-producer write path.
+ *
+ * Producers claim space by advancing tail with a CAS, then write and commit
+ * each record on their own: the record's length field is the commit flag
+ * (0 not written, negative claimed, positive committed, see internal.h).
+ * Producers never wait for each other; the consumer alone waits, at a
+ * record that is claimed and not yet committed.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+/*
+ * Claim a record of @length bytes (header included), with the padding it
+ * needs at the wrap, and mark it claimed.  Returns 0 and the position of the
+ * record header in *posp, or -EAGAIN.
+ */
+static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
+			       uint64_t *posp)
+{
+	struct lull_region *region = prod->region;
+	uint64_t cap = prod->mask + 1;
+	uint64_t size = lull__align8(length);
+	uint64_t tail, pad, end;
+	struct lull_record_header *hdr;
+
+	/* Relaxed: the CAS below validates whatever we read here. */
+	tail = atomic_load_explicit(&region->tail, memory_order_relaxed);
+	for (;;) {
+		pad = lull__wrap_padding(tail, prod->mask, size);
+		end = tail + pad + size;
+		/*
+		 * Signed: our tail may be older than a head another producer
+		 * let us see; the CAS then fails and we retry with a fresh
+		 * tail rather than report a full ring.
+		 */
+		if (unlikely((int64_t)(end - prod->head_cache) > (int64_t)cap)) {
+			/*
+			 * Pairs with the consumer's release store of head:
+			 * its reads and its zeroing of the space we are about
+			 * to write are finished before our writes.
+			 */
+			prod->head_cache = atomic_load_explicit(
+				&region->head, memory_order_acquire);
+			if ((int64_t)(end - prod->head_cache) > (int64_t)cap)
+				return -EAGAIN;
+		}
+		/*
+		 * Relaxed: the CAS only has to be atomic.  The space it hands
+		 * us was made writable by the acquire of head above, and the
+		 * consumer learns about our record from its length, not from
+		 * tail.
+		 */
+		if (atomic_compare_exchange_weak_explicit(
+			    &region->tail, &tail, end, memory_order_relaxed,
+			    memory_order_relaxed))
+			break;
+	}
+
+	if (pad) {
+		hdr = lull__header_at(prod->data, prod->mask, tail);
+		hdr->type = LULL_TYPE_PADDING;
+		/* Pairs with the consumer's acquire load of length. */
+		atomic_store_explicit(&hdr->length, (int32_t)pad,
+				      memory_order_release);
+	}
+	hdr = lull__header_at(prod->data, prod->mask, tail + pad);
+	/*
+	 * Relaxed: "claimed" is informational (the consumer treats it as not
+	 * ready); the commit's release store orders the payload.
+	 */
+	atomic_store_explicit(&hdr->length, -(int32_t)length,
+			      memory_order_relaxed);
+	*posp = tail + pad;
+	return 0;
+}
+
+static inline void mpsc_commit_at(struct lull_producer *prod, uint64_t pos,
+				  uint32_t length, int32_t type)
+{
+	struct lull_record_header *hdr =
+		lull__header_at(prod->data, prod->mask, pos);
+
+	hdr->type = type;
+	/*
+	 * Pairs with the consumer's acquire load of length: type and payload
+	 * are visible before the record reads as committed.
+	 */
+	atomic_store_explicit(&hdr->length, (int32_t)length,
+			      memory_order_release);
+}
+
+static inline int mpsc_check(const struct lull_producer *prod)
+{
+	if (unlikely(!prod || prod->mode != LULL_RING_MPSC))
+		return -EINVAL;
+	if (unlikely(prod->claimed))
+		return -EBUSY;
+	return 0;
+}
+
+LULL_EXPORT int lull_mpsc_write(struct lull_producer *prod, int32_t type,
+				const void *data, size_t len)
+{
+	uint32_t length;
+	uint64_t pos;
+	int ret;
+
+	ret = mpsc_check(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	if (unlikely(len && !data))
+		return -EINVAL;
+	ret = lull__check_record(prod, type, len);
+	if (unlikely(ret < 0))
+		return ret;
+	length = (uint32_t)(LULL_RECORD_HEADER_SIZE + len);
+	ret = mpsc_reserve(prod, length, &pos);
+	if (unlikely(ret < 0))
+		return ret;
+	memcpy(lull__header_at(prod->data, prod->mask, pos) + 1, data, len);
+	mpsc_commit_at(prod, pos, length, type);
+	return 0;
+}
+
+LULL_EXPORT int lull_mpsc_writev(struct lull_producer *prod, int32_t type,
+				 const struct iovec *iov, int iovcnt)
+{
+	uint32_t length;
+	uint64_t pos;
+	size_t len;
+	int ret;
+
+	ret = mpsc_check(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	ret = lull__iov_length(prod, iov, iovcnt, &len);
+	if (unlikely(ret < 0))
+		return ret;
+	ret = lull__check_record(prod, type, len);
+	if (unlikely(ret < 0))
+		return ret;
+	length = (uint32_t)(LULL_RECORD_HEADER_SIZE + len);
+	ret = mpsc_reserve(prod, length, &pos);
+	if (unlikely(ret < 0))
+		return ret;
+	lull__iov_copy(lull__header_at(prod->data, prod->mask, pos) + 1, iov,
+		       iovcnt);
+	mpsc_commit_at(prod, pos, length, type);
+	return 0;
+}
+
+LULL_EXPORT int lull_mpsc_claim(struct lull_producer *prod, int32_t type,
+				size_t len, void **datap)
+{
+	uint32_t length;
+	uint64_t pos;
+	int ret;
+
+	ret = mpsc_check(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	if (unlikely(!datap))
+		return -EINVAL;
+	ret = lull__check_record(prod, type, len);
+	if (unlikely(ret < 0))
+		return ret;
+	length = (uint32_t)(LULL_RECORD_HEADER_SIZE + len);
+	ret = mpsc_reserve(prod, length, &pos);
+	if (unlikely(ret < 0))
+		return ret;
+	prod->claimed = true;
+	prod->claim_type = type;
+	prod->claim_length = length;
+	prod->claim_pos = pos;
+	*datap = lull__header_at(prod->data, prod->mask, pos) + 1;
+	return 0;
+}
+
+LULL_EXPORT int lull_mpsc_commit(struct lull_producer *prod)
+{
+	if (unlikely(!prod || prod->mode != LULL_RING_MPSC || !prod->claimed))
+		return -EINVAL;
+	prod->claimed = false;
+	mpsc_commit_at(prod, prod->claim_pos, prod->claim_length,
+		       prod->claim_type);
+	return 0;
+}
+
+LULL_EXPORT int lull_mpsc_abort(struct lull_producer *prod)
+{
+	if (!prod || prod->mode != LULL_RING_MPSC || !prod->claimed)
+		return -EINVAL;
+	prod->claimed = false;
+	/*
+	 * The space is claimed and others may have claimed past it, so it
+	 * cannot be given back: it becomes padding that the consumer skips.
+	 */
+	mpsc_commit_at(prod, prod->claim_pos,
+		       (uint32_t)lull__align8(prod->claim_length),
+		       LULL_TYPE_PADDING);
+	return 0;
+}

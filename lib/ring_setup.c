@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring_setup.c - the cold side of rings: laying out and opening regions,
+ * handles, attaching and detaching producers.  Nothing here is on the data
+ * path.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+static bool capacity_is_valid(size_t capacity)
+{
+	return capacity >= LULL_RING_MIN_CAPACITY &&
+	       capacity <= LULL_RING_MAX_CAPACITY &&
+	       (capacity & (capacity - 1)) == 0;
+}
+
+static bool mode_is_valid(uint32_t mode)
+{
+	return mode == LULL_RING_SPSC || mode == LULL_RING_MPSC;
+}
+
+LULL_EXPORT ssize_t lull_ring_region_size(size_t capacity)
+{
+	if (!capacity_is_valid(capacity))
+		return -EINVAL;
+	return (ssize_t)(LULL_REGION_DATA_OFFSET + capacity);
+}
+
+static int handle_new(struct lull_ring **ringp, struct lull_region *region)
+{
+	struct lull_ring *ring;
+
+	ring = aligned_alloc(LULL_LINE_PAIR, sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	memset(ring, 0, sizeof(*ring));
+	ring->region = region;
+	ring->data = (unsigned char *)region + region->data_offset;
+	ring->mask = region->capacity - 1;
+	ring->mode = region->mode;
+	ring->max_record = (uint32_t)(region->capacity / 8);
+	atomic_init(&ring->attached, 0);
+	/*
+	 * Pairs with the release store of head by the previous consumer (if
+	 * any): we resume exactly where it stopped, with its zeroing done.
+	 */
+	ring->head = atomic_load_explicit(&region->head, memory_order_acquire);
+	ring->tail_cache = ring->head;
+	*ringp = ring;
+	return 0;
+}
+
+/* Take the region's single consumer role for @ring. */
+static int consumer_role_take(struct lull_ring *ring)
+{
+	uint32_t expected = 0;
+
+	/*
+	 * acq_rel: acquire pairs with the release in consumer_role_drop(), so
+	 * the previous consumer's last head store is visible to us; release
+	 * is not needed by anyone but keeps the pairing symmetric.
+	 */
+	if (!atomic_compare_exchange_strong_explicit(&ring->region->consumer,
+						     &expected, 1,
+						     memory_order_acq_rel,
+						     memory_order_relaxed))
+		return -EBUSY;
+	ring->is_consumer = true;
+	ring->head = atomic_load_explicit(&ring->region->head,
+					  memory_order_acquire);
+	ring->tail_cache = ring->head;
+	return 0;
+}
+
+static void consumer_role_drop(struct lull_ring *ring)
+{
+	if (!ring->is_consumer)
+		return;
+	ring->is_consumer = false;
+	/* Pairs with the acquire CAS in consumer_role_take(). */
+	atomic_store_explicit(&ring->region->consumer, 0,
+			      memory_order_release);
+}
+
+static void region_format(struct lull_region *region, size_t size,
+			  size_t capacity, uint32_t mode)
+{
+	/*
+	 * The whole data area must read as zero: in an MPSC ring a zero
+	 * length is how the consumer knows a record is not written yet.
+	 */
+	memset(region, 0, size);
+	region->layout_version = LULL_LAYOUT_VERSION;
+	region->mode = mode;
+	region->flags = 0;
+	region->capacity = capacity;
+	region->region_size = LULL_REGION_DATA_OFFSET + capacity;
+	region->data_offset = LULL_REGION_DATA_OFFSET;
+	atomic_init(&region->tail, 0);
+	atomic_init(&region->head, 0);
+	atomic_init(&region->producers, 0);
+	atomic_init(&region->consumer, 0);
+	/*
+	 * Pairs with the acquire load of magic in lull_ring_open(): a handle
+	 * that sees the magic sees every field above.
+	 */
+	atomic_store_explicit(&region->magic, LULL_REGION_MAGIC,
+			      memory_order_release);
+}
+
+static int create_in(struct lull_ring **ringp, void *mem, size_t size,
+		     size_t capacity, unsigned flags, bool owns_region)
+{
+	struct lull_ring *ring;
+	int ret;
+
+	region_format(mem, size, capacity, flags);
+	ret = handle_new(&ring, mem);
+	if (ret < 0)
+		return ret;
+	ring->owns_region = owns_region;
+	ret = consumer_role_take(ring);
+	if (ret < 0) {
+		free(ring);
+		return ret;
+	}
+	*ringp = ring;
+	return 0;
+}
+
+LULL_EXPORT int lull_ring_create_in(struct lull_ring **ringp, void *mem,
+				    size_t size, size_t capacity,
+				    unsigned flags)
+{
+	ssize_t need = lull_ring_region_size(capacity);
+
+	if (!ringp || !mem || need < 0 || !mode_is_valid(flags))
+		return -EINVAL;
+	if ((uintptr_t)mem % LULL_LINE_PAIR || size < (size_t)need)
+		return -EINVAL;
+	return create_in(ringp, mem, (size_t)need, capacity, flags, false);
+}
+
+LULL_EXPORT int lull_ring_create(struct lull_ring **ringp, size_t capacity,
+				 unsigned flags)
+{
+	ssize_t need = lull_ring_region_size(capacity);
+	void *mem;
+	int ret;
+
+	if (!ringp || need < 0 || !mode_is_valid(flags))
+		return -EINVAL;
+	/* mmap: page aligned, and large rings are committed lazily. */
+	mem = mmap(NULL, (size_t)need, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		return -ENOMEM;
+	ret = create_in(ringp, mem, (size_t)need, capacity, flags, true);
+	if (ret < 0)
+		munmap(mem, (size_t)need);
+	return ret;
+}
+
+LULL_EXPORT int lull_ring_open(struct lull_ring **ringp, void *mem,
+			       size_t size, unsigned flags)
+{
+	struct lull_region *region = mem;
+	struct lull_ring *ring;
+	int ret;
+
+	if (!ringp || !mem || (uintptr_t)mem % LULL_LINE_PAIR ||
+	    (flags & ~LULL_OPEN_CONSUMER) || size < LULL_REGION_DATA_OFFSET)
+		return -EINVAL;
+	/* Pairs with the release store of magic in region_format(). */
+	if (atomic_load_explicit(&region->magic, memory_order_acquire) !=
+		    LULL_REGION_MAGIC ||
+	    region->layout_version != LULL_LAYOUT_VERSION ||
+	    !mode_is_valid(region->mode) ||
+	    !capacity_is_valid(region->capacity) ||
+	    region->data_offset != LULL_REGION_DATA_OFFSET ||
+	    region->region_size != LULL_REGION_DATA_OFFSET + region->capacity)
+		return -EPROTO;
+	if (size < region->region_size)
+		return -EINVAL;
+	ret = handle_new(&ring, region);
+	if (ret < 0)
+		return ret;
+	if (flags & LULL_OPEN_CONSUMER) {
+		ret = consumer_role_take(ring);
+		if (ret < 0) {
+			free(ring);
+			return ret;
+		}
+	}
+	*ringp = ring;
+	return 0;
+}
+
+LULL_EXPORT int lull_ring_destroy(struct lull_ring *ring)
+{
+	if (!ring)
+		return -EINVAL;
+	if (atomic_load_explicit(&ring->attached, memory_order_relaxed))
+		return -EBUSY;
+	consumer_role_drop(ring);
+	if (ring->owns_region)
+		munmap(ring->region, ring->region->region_size);
+	free(ring);
+	return 0;
+}
+
+LULL_EXPORT ssize_t lull_ring_capacity(const struct lull_ring *ring)
+{
+	if (!ring)
+		return -EINVAL;
+	return (ssize_t)(ring->mask + 1);
+}
+
+LULL_EXPORT ssize_t lull_ring_max_payload(const struct lull_ring *ring)
+{
+	if (!ring)
+		return -EINVAL;
+	return (ssize_t)(ring->max_record - LULL_RECORD_HEADER_SIZE);
+}
+
+LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
+				     struct lull_producer **prodp)
+{
+	struct lull_region *region;
+	struct lull_producer *prod;
+
+	if (!ring || !prodp || flags)
+		return -EINVAL;
+	region = ring->region;
+	prod = aligned_alloc(LULL_LINE_PAIR, sizeof(*prod));
+	if (!prod)
+		return -ENOMEM;
+	memset(prod, 0, sizeof(*prod));
+
+	if (ring->mode == LULL_RING_SPSC) {
+		uint32_t expected = 0;
+
+		/*
+		 * acq_rel: acquire pairs with the release in detach, so this
+		 * producer starts from the previous one's last tail; release
+		 * orders nothing further but keeps the pair symmetric.
+		 */
+		if (!atomic_compare_exchange_strong_explicit(
+			    &region->producers, &expected, 1,
+			    memory_order_acq_rel, memory_order_relaxed)) {
+			free(prod);
+			return -EBUSY;
+		}
+	} else {
+		atomic_fetch_add_explicit(&region->producers, 1,
+					  memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&ring->attached, 1, memory_order_relaxed);
+
+	prod->ring = ring;
+	prod->region = region;
+	prod->data = ring->data;
+	prod->mask = ring->mask;
+	prod->mode = ring->mode;
+	prod->max_record = ring->max_record;
+	/*
+	 * SPSC: we are the only writer of tail now, so its value is ours to
+	 * continue from (made visible by the acquire above).
+	 */
+	prod->tail = atomic_load_explicit(&region->tail, memory_order_relaxed);
+	/* Pairs with the consumer's release store of head. */
+	prod->head_cache = atomic_load_explicit(&region->head,
+						memory_order_acquire);
+	*prodp = prod;
+	return 0;
+}
+
+LULL_EXPORT int lull_producer_detach(struct lull_producer *prod)
+{
+	struct lull_ring *ring;
+
+	if (!prod)
+		return -EINVAL;
+	ring = prod->ring;
+	if (prod->claimed)
+		(void)(prod->mode == LULL_RING_SPSC ? lull_spsc_abort(prod)
+						    : lull_mpsc_abort(prod));
+	/*
+	 * Pairs with the acquire CAS in lull_producer_attach(): the next SPSC
+	 * producer sees our last tail store.
+	 */
+	atomic_fetch_sub_explicit(&prod->region->producers, 1,
+				  memory_order_release);
+	atomic_fetch_sub_explicit(&ring->attached, 1, memory_order_relaxed);
+	free(prod);
+	return 0;
+}
+
+int lull__iov_length(const struct lull_producer *prod, const struct iovec *iov,
+		     int iovcnt, size_t *lenp)
+{
+	size_t max = prod->max_record - LULL_RECORD_HEADER_SIZE;
+	size_t len = 0;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && !iov))
+		return -EINVAL;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EINVAL;
+		if (iov[i].iov_len > max || len + iov[i].iov_len > max)
+			return -EMSGSIZE;
+		len += iov[i].iov_len;
+	}
+	*lenp = len;
+	return 0;
+}
+
+void lull__iov_copy(void *dst, const struct iovec *iov, int iovcnt)
+{
+	unsigned char *p = dst;
+
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+}

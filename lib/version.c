@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* version.c - the library version and error strings. */
+#include "internal.h"
+
+LULL_EXPORT const char *lull_version(void)
+{
+	return LULL_VERSION_STRING;
+}
+
+LULL_EXPORT const char *lull_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	switch (err) {
+	case 0:
+		return "success";
+	case EINVAL:
+		return "invalid argument";
+	case EAGAIN:
+		return "ring full or empty, try again";
+	case EMSGSIZE:
+		return "record larger than the ring's maximum payload";
+	case EBUSY:
+		return "role already taken (producer, consumer or claim)";
+	case EPERM:
+		return "handle does not hold the consumer role";
+	case ENOMEM:
+		return "out of memory";
+	case EPROTO:
+		return "not a lull region of this layout version, or corrupt";
+	case EPIPE:
+		return "ring shut down";
+	default:
+		return "unknown error";
+	}
+}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Install the Debian packages a make target needs, and nothing when they are
+# already there.  Usage: scripts/deps.sh build|test|demo|bench
+# Runs apt-get as root, or through sudo; prints what it installs.
+set -eu
+
+need=""
+want_pkgconfig() { # pkg-config module, Debian package
+	pkg-config --exists "$1" 2>/dev/null || need="$need $2"
+}
+want_command() { # command, Debian package
+	command -v "$1" >/dev/null 2>&1 || need="$need $2"
+}
+want_file() { # file, Debian package
+	[ -e "$1" ] || need="$need $2"
+}
+
+want_command cc gcc
+want_command make make
+want_command pkg-config pkg-config
+case "${1:-build}" in
+build) ;;
+test)
+	want_pkgconfig criterion libcriterion-dev
+	want_pkgconfig ck libck-dev
+	# The sanitizer runtimes gcc links for -fsanitize=address,undefined,thread.
+	libdir=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+	want_file "/usr/lib/$libdir/libasan.so.8" libasan8
+	want_file "/usr/lib/$libdir/libubsan.so.1" libubsan1
+	want_file "/usr/lib/$libdir/libtsan.so.2" libtsan2
+	;;
+demo) ;;
+bench)
+	want_pkgconfig ck libck-dev
+	;;
+*)
+	echo "usage: $0 build|test|demo|bench" >&2
+	exit 2
+	;;
+esac
+
+[ -z "$need" ] && exit 0
+echo "deps: installing$need"
+if [ "$(id -u)" -eq 0 ]; then
+	sudo=""
+elif command -v sudo >/dev/null 2>&1; then
+	sudo="sudo"
+else
+	echo "deps: need root or sudo to install:$need" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+# shellcheck disable=SC2086
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $need

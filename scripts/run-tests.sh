@@ -1,0 +1,70 @@
+#!/bin/sh
+# Run every test suite that `make test-build` built, keep going past a
+# failure, and end with one "N passed, N failed" line (one per suite).
+# The exit status is non-zero when any suite failed.
+set -u
+B=${B:-build}
+# Records per configuration in the ThreadSanitizer stress runs; TSan slows
+# the ring roughly tenfold, and the plain build still runs the full count.
+TSAN_RECORDS=${TSAN_RECORDS:-2000000}
+passed=0
+failed=0
+failures=""
+
+run() { # name, command...
+	name=$1
+	shift
+	printf '\n=== %s: %s\n' "$name" "$*"
+	if "$@"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures="$failures $name"
+	fi
+}
+
+# Install into a staging tree and build an example against it with
+# pkg-config alone, so a broken install, lull.pc or version script fails.
+install_check() {
+	stage=$(pwd)/$B/stage
+	rm -rf "$stage"
+	make --no-print-directory install DESTDIR="$stage" PREFIX=/usr \
+		>/dev/null || return 1
+	export PKG_CONFIG_SYSROOT_DIR="$stage"
+	export PKG_CONFIG_LIBDIR="$stage/usr/lib/pkgconfig"
+	# shellcheck disable=SC2046
+	cc -O2 -o "$B/stage/ring_tour" examples/ring_tour.c \
+		$(pkg-config --cflags --libs lull) -pthread || return 1
+	unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
+	readelf -d "$B/stage/ring_tour" | grep -q 'NEEDED.*liblull.so.0' ||
+		{ echo "example is not linked against liblull.so.0"; return 1; }
+	LD_LIBRARY_PATH="$stage/usr/lib" "$B/stage/ring_tour" 200000 ||
+		return 1
+	make --no-print-directory uninstall DESTDIR="$stage" PREFIX=/usr \
+		>/dev/null || return 1
+	left=$(find "$stage" -type f -o -type l)
+	[ -z "$left" ] || { echo "uninstall left: $left"; return 1; }
+}
+
+for t in "$B"/test/test_*; do
+	[ -x "$t" ] && run "unit $(basename "$t")" "$t"
+done
+for t in "$B"/test/asan/test_*; do
+	[ -x "$t" ] && run "asan+ubsan $(basename "$t")" env \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$t"
+done
+for t in "$B"/test/stress/*; do
+	[ -x "$t" ] && run "stress $(basename "$t")" "$t"
+done
+for t in "$B"/test/tsan/*; do
+	[ -x "$t" ] && run "tsan $(basename "$t")" env \
+		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+		"$t" --records "$TSAN_RECORDS"
+done
+run "install + pkg-config" install_check
+
+printf '\n'
+[ -n "$failures" ] && echo "failed suites:$failures"
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
