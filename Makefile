@@ -169,4 +169,6 @@ uninstall:
 clean:
 	rm -rf $(B)
 
+.SECONDARY:
+
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

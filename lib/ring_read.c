@@ -46,6 +46,13 @@ next_record(struct lull_ring *ring, uint32_t mode, uint64_t pos,
 			length = atomic_load_explicit(&hdr->length,
 						      memory_order_relaxed);
 		} else {
+			/*
+			 * A batch zeroes what it consumed only at its end, so a
+			 * batch that has gone a whole lap would find its own
+			 * first record again: stop there.
+			 */
+			if (unlikely(pos - ring->head > ring->mask))
+				break;
 			hdr = lull__header_at(ring->data, ring->mask, pos);
 			/*
 			 * Pairs with the producer's release store of a
