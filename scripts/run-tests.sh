@@ -6,7 +6,7 @@ set -u
 B=${B:-build}
 # Records per configuration in the ThreadSanitizer stress runs; TSan slows
 # the ring roughly tenfold, and the plain build still runs the full count.
-TSAN_RECORDS=${TSAN_RECORDS:-2000000}
+TSAN_RECORDS=${TSAN_RECORDS:-3000000}
 passed=0
 failed=0
 failures=""
