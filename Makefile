@@ -18,7 +18,8 @@ CFLAGS ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -pthread -Iinclude -MMD -MP \
 	-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wvla
-LDLIBS_LULL := -pthread
+LDLIBS_LULL := -pthread $(shell pkg-config --libs liburing 2>/dev/null)
+DEP_CFLAGS := $(shell pkg-config --cflags liburing ck 2>/dev/null)
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
@@ -67,7 +68,8 @@ lib: $(SHLIB) $(STLIB) $(PCFILE)
 # --- the library ---------------------------------------------------------
 $(B)/obj/lib/%.o: lib/%.c
 	@mkdir -p $(@D)
-	$(call say,CC,$@) $(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) -fPIC -fvisibility=hidden \
+		-c $< -o $@
 
 $(SHLIB): $(LIB_OBJ) lib/lull.map
 	@mkdir -p $(@D)

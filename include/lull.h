@@ -10,6 +10,7 @@
 #define LULL_H
 
 #include <lull/ring.h>
+#include <lull/park.h>
 
 #ifdef __cplusplus
 extern "C" {

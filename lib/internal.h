@@ -17,6 +17,20 @@
 #include "lull.h"
 
 #define LULL_EXPORT __attribute__((visibility("default")))
+
+/*
+ * Evaluate a libc system-call wrapper and give its result as a negative
+ * errno on failure, leaving errno as it was: lull never changes errno.
+ */
+#define LULL_SYSCALL(expr)                                                   \
+	__extension__({                                                      \
+		int saved_errno_ = errno;                                    \
+		long ret_ = (long)(expr);                                    \
+		if (ret_ < 0)                                                \
+			ret_ = -errno;                                       \
+		errno = saved_errno_;                                        \
+		ret_;                                                        \
+	})
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
@@ -40,6 +54,7 @@
  *   128   tail        written by producers
  *   256   head        written by the consumer
  *   384   roles       attach/detach bookkeeping (cold)
+ *   512   park        the park word, read by producers after each commit
  *   1024  data        capacity bytes of records
  */
 struct lull_region {
@@ -64,16 +79,52 @@ struct lull_region {
 
 	/* Start of the records not yet consumed, stored by the consumer. */
 	alignas(LULL_LINE_PAIR) _Atomic uint64_t head;
+	/* Park counters, written by the consumer only (lull_ring_stats). */
+	_Atomic uint64_t parks;
+	_Atomic uint64_t park_cancels;
+	_Atomic uint64_t safety_timeouts;
+	_Atomic uint64_t idle_timeouts;
 
 	/* Attached producers, and whether a handle holds the consumer role. */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t producers;
 	_Atomic uint32_t consumer;
+
+	/*
+	 * The park line.  Producers load park after every commit, so nothing
+	 * here is written while the consumer is awake; the other fields are
+	 * written only on the wake path.
+	 *   park      LULL_PARK_AWAKE, or how the consumer sleeps; the futex
+	 *             word of the futex backends
+	 *   wake_fd   the eventfd to write for LULL_PARK_EVENTFD, valid in
+	 *             process wake_pid; -1 when none
+	 *   wakers    producers between reading wake_fd and writing to it
+	 *   wakes     wake-up system calls made
+	 */
+	alignas(LULL_LINE_PAIR) _Atomic uint32_t park;
+	_Atomic int32_t wake_fd;
+	_Atomic int32_t wake_pid;
+	_Atomic uint32_t wakers;
+	_Atomic uint64_t wakes;
 };
+
+/* Values of the park word. */
+#define LULL_PARK_AWAKE 0u
+#define LULL_PARK_FUTEX 1u   /* sleeping in a futex wait on the word */
+#define LULL_PARK_EVENTFD 2u /* sleeping on the eventfd in wake_fd */
+
+/* Region flags (lull_region.flags), fixed at creation. */
+/*
+ * Producers and the consumer all live in the creating process, which is
+ * registered for membarrier(2): the park barrier is asymmetric (see
+ * lull__notify()).
+ */
+#define LULL_REGION_ASYM_BARRIER 1u
 
 static_assert(offsetof(struct lull_region, tail) == 128, "region layout");
 static_assert(offsetof(struct lull_region, head) == 256, "region layout");
 static_assert(offsetof(struct lull_region, producers) == 384,
 	      "region layout");
+static_assert(offsetof(struct lull_region, park) == 512, "region layout");
 static_assert(sizeof(struct lull_region) <= LULL_REGION_DATA_OFFSET,
 	      "region header overlaps the data");
 
@@ -112,6 +163,16 @@ struct lull_ring {
 	alignas(LULL_LINE_PAIR) uint64_t head; /* equals region->head */
 	uint64_t tail_cache;                    /* SPSC: last tail seen */
 	bool peeked;
+
+	/* Consumer-side park state (park.c, park_uring.c). */
+	uint64_t spin_ns;
+	uint64_t safety_ns;
+	int eventfd;          /* own eventfd for URING_EVENTFD, or -1 */
+	uint64_t eventfd_buf; /* where an io_uring read of it lands */
+	/* An armed park on a caller's io_uring. */
+	uint64_t uring_user_data;
+	unsigned uring_pending; /* its CQEs still to come */
+	bool uring_timed_out;   /* one of them said the safety net fired */
 };
 
 /* One producer's private state, allocated on its own lines. */
@@ -124,6 +185,8 @@ struct lull_producer {
 	uint32_t max_record;
 	uint64_t tail;       /* SPSC: next write position (MPSC: unused) */
 	uint64_t head_cache; /* the consumer's head, last time we looked */
+	bool asym_barrier;   /* LULL_REGION_ASYM_BARRIER */
+	int32_t pid;         /* ours, to tell whether wake_fd is usable */
 
 	/* The outstanding claim, if any. */
 	bool claimed;
@@ -166,6 +229,83 @@ static inline int lull__check_record(const struct lull_producer *prod,
 	if (unlikely(len > prod->max_record - LULL_RECORD_HEADER_SIZE))
 		return -EMSGSIZE;
 	return 0;
+}
+
+/*
+ * The producer's half of the park handshake, after every commit: a barrier
+ * that pairs with the consumer's park barrier, then one load of the park
+ * word.  The wake-up itself is out of line.
+ *
+ * Why a barrier at all: the commit is a store and the park check a load,
+ * and without a StoreLoad barrier the CPU may perform the load before the
+ * store is visible.  The consumer does the mirror image (store the park
+ * word, barrier, load the ring).  With both barriers, at least one side
+ * sees the other's store: either the consumer sees the record and does not
+ * sleep, or the producer sees the park word and wakes it.  Without them,
+ * both can miss each other and the consumer sleeps on a committed record.
+ *
+ * Symmetric mode: both barriers are seq_cst fences (C11 fence-to-fence
+ * ordering).  Asymmetric mode: the consumer's barrier is
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full barrier
+ * on every CPU currently running one of our threads (and a thread not
+ * running has passed through a context switch, itself a full barrier), so
+ * the producer only needs its compiler to keep the load after the store.
+ * That moves the cost of the StoreLoad from every commit to every park.
+ * It is only valid when every producer lives in the consumer's process.
+ */
+void lull__wake(struct lull_producer *prod, uint32_t seen);
+
+static inline void lull__notify(struct lull_producer *prod)
+{
+	uint32_t seen;
+
+	if (prod->asym_barrier)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	/* Relaxed: ordered by the barrier above; the CAS in lull__wake()
+	 * decides. */
+	seen = atomic_load_explicit(&prod->region->park, memory_order_relaxed);
+	if (unlikely(seen != LULL_PARK_AWAKE))
+		lull__wake(prod, seen);
+}
+
+/* Consumer: is a committed record readable at the head right now? */
+bool lull__ring_readable(struct lull_ring *ring);
+
+/* Consumer: the park barrier, the mirror of lull__notify()'s. */
+void lull__park_barrier(struct lull_ring *ring);
+
+/*
+ * Consumer: announce a park of kind @how, barrier, re-check.  Returns true
+ * when the consumer may sleep; false (park word reset) when a record
+ * arrived meanwhile.
+ */
+bool lull__park_begin(struct lull_ring *ring, uint32_t how);
+
+/*
+ * Consumer: the park is over.  Returns true when the consumer reset the
+ * word itself (no producer took the wake-up), false when a producer did.
+ */
+bool lull__park_end(struct lull_ring *ring);
+
+/*
+ * Consumer: account a park that ended, given whether its safety net fired
+ * and whether the consumer cleared the park word itself.
+ */
+void lull__park_account(struct lull_ring *ring, bool timed_out,
+			bool cleared_self);
+
+/* Consumer: publish @fd as this region's eventfd, or withdraw it (-1). */
+void lull__wake_fd_set(struct lull_region *region, int fd);
+
+/* Relaxed increment of a counter that has a single writer. */
+static inline void lull__count(_Atomic uint64_t *counter)
+{
+	atomic_store_explicit(counter,
+			      atomic_load_explicit(counter,
+						   memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 /* Total payload of an iovec array, or a negative errno. */

@@ -90,6 +90,11 @@ static inline void mpsc_commit_at(struct lull_producer *prod, uint64_t pos,
 	 */
 	atomic_store_explicit(&hdr->length, (int32_t)length,
 			      memory_order_release);
+	/*
+	 * An abort lands here too: turning a claim into padding can make the
+	 * records behind it readable, so it must wake a parked consumer.
+	 */
+	lull__notify(prod);
 }
 
 static inline int mpsc_check(const struct lull_producer *prod)

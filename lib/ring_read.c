@@ -229,3 +229,11 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 		advance_head(ring, LULL_RING_MPSC, end);
 	return 0;
 }
+
+bool lull__ring_readable(struct lull_ring *ring)
+{
+	struct lull_record rec;
+	uint64_t end;
+
+	return next_record_any(ring, &rec, &end) != 0;
+}

@@ -7,7 +7,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -50,8 +53,22 @@ static int handle_new(struct lull_ring **ringp, struct lull_region *region)
 	 */
 	ring->head = atomic_load_explicit(&region->head, memory_order_acquire);
 	ring->tail_cache = ring->head;
+	ring->spin_ns = LULL_PARK_SPIN_DEFAULT_NS;
+	ring->safety_ns = LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
+	ring->eventfd = -1;
 	*ringp = ring;
 	return 0;
+}
+
+/*
+ * Whether this process can use the asymmetric park barrier: registered for
+ * private expedited membarrier(2) (idempotent, and cheap after the first).
+ */
+static bool asym_barrier_available(void)
+{
+	return LULL_SYSCALL(syscall(SYS_membarrier,
+				    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+				    0, 0)) == 0;
 }
 
 /* Take the region's single consumer role for @ring. */
@@ -87,7 +104,7 @@ static void consumer_role_drop(struct lull_ring *ring)
 }
 
 static void region_format(struct lull_region *region, size_t size,
-			  size_t capacity, uint32_t mode)
+			  size_t capacity, uint32_t mode, uint32_t flags)
 {
 	/*
 	 * The whole data area must read as zero: in an MPSC ring a zero
@@ -96,7 +113,7 @@ static void region_format(struct lull_region *region, size_t size,
 	memset(region, 0, size);
 	region->layout_version = LULL_LAYOUT_VERSION;
 	region->mode = mode;
-	region->flags = 0;
+	region->flags = flags;
 	region->capacity = capacity;
 	region->region_size = LULL_REGION_DATA_OFFSET + capacity;
 	region->data_offset = LULL_REGION_DATA_OFFSET;
@@ -104,6 +121,10 @@ static void region_format(struct lull_region *region, size_t size,
 	atomic_init(&region->head, 0);
 	atomic_init(&region->producers, 0);
 	atomic_init(&region->consumer, 0);
+	atomic_init(&region->park, LULL_PARK_AWAKE);
+	atomic_init(&region->wake_fd, -1);
+	atomic_init(&region->wake_pid, 0);
+	atomic_init(&region->wakers, 0);
 	/*
 	 * Pairs with the acquire load of magic in lull_ring_open(): a handle
 	 * that sees the magic sees every field above.
@@ -118,7 +139,15 @@ static int create_in(struct lull_ring **ringp, void *mem, size_t size,
 	struct lull_ring *ring;
 	int ret;
 
-	region_format(mem, size, capacity, flags);
+	/*
+	 * A region lull allocates privately can only have producers in this
+	 * process, so the asymmetric barrier applies.  Caller memory may be
+	 * shared with other processes, which membarrier does not reach.
+	 */
+	region_format(mem, size, capacity, flags,
+		      owns_region && asym_barrier_available()
+			      ? LULL_REGION_ASYM_BARRIER
+			      : 0);
 	ret = handle_new(&ring, mem);
 	if (ret < 0)
 		return ret;
@@ -149,14 +178,19 @@ LULL_EXPORT int lull_ring_create(struct lull_ring **ringp, size_t capacity,
 				 unsigned flags)
 {
 	ssize_t need = lull_ring_region_size(capacity);
+	int ret, saved_errno;
 	void *mem;
-	int ret;
 
 	if (!ringp || need < 0 || !mode_is_valid(flags))
 		return -EINVAL;
-	/* mmap: page aligned, and large rings are committed lazily. */
+	/*
+	 * mmap: page aligned, and large rings are committed lazily.  errno is
+	 * restored: lull reports errors only through its return values.
+	 */
+	saved_errno = errno;
 	mem = mmap(NULL, (size_t)need, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	errno = saved_errno;
 	if (mem == MAP_FAILED)
 		return -ENOMEM;
 	ret = create_in(ringp, mem, (size_t)need, capacity, flags, true);
@@ -180,6 +214,7 @@ LULL_EXPORT int lull_ring_open(struct lull_ring **ringp, void *mem,
 		    LULL_REGION_MAGIC ||
 	    region->layout_version != LULL_LAYOUT_VERSION ||
 	    !mode_is_valid(region->mode) ||
+	    (region->flags & ~LULL_REGION_ASYM_BARRIER) ||
 	    !capacity_is_valid(region->capacity) ||
 	    region->data_offset != LULL_REGION_DATA_OFFSET ||
 	    region->region_size != LULL_REGION_DATA_OFFSET + region->capacity)
@@ -206,6 +241,12 @@ LULL_EXPORT int lull_ring_destroy(struct lull_ring *ring)
 		return -EINVAL;
 	if (atomic_load_explicit(&ring->attached, memory_order_relaxed))
 		return -EBUSY;
+	if (ring->eventfd >= 0) {
+		if (atomic_load_explicit(&ring->region->wake_fd,
+					 memory_order_relaxed) == ring->eventfd)
+			lull__wake_fd_set(ring->region, -1);
+		close(ring->eventfd);
+	}
 	consumer_role_drop(ring);
 	if (ring->owns_region)
 		munmap(ring->region, ring->region->region_size);
@@ -267,6 +308,8 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	prod->mask = ring->mask;
 	prod->mode = ring->mode;
 	prod->max_record = ring->max_record;
+	prod->asym_barrier = region->flags & LULL_REGION_ASYM_BARRIER;
+	prod->pid = (int32_t)getpid();
 	/*
 	 * SPSC: we are the only writer of tail now, so its value is ours to
 	 * continue from (made visible by the acquire above).

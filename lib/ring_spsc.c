@@ -65,6 +65,7 @@ static inline void spsc_publish(struct lull_producer *prod, uint64_t pos,
 	 * payload written above are visible before the tail that covers them.
 	 */
 	atomic_store_explicit(&prod->region->tail, end, memory_order_release);
+	lull__notify(prod);
 }
 
 static inline int spsc_check(const struct lull_producer *prod)

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lull/park.h - a consumer that sleeps when its ring is empty and is woken
+ * by the producer that commits the next record.
+ *
+ * The handshake (docs/DESIGN.md, "Parking"): the consumer announces in the
+ * region's park word that it is about to sleep, issues a full barrier,
+ * checks the ring once more, and only then sleeps.  A producer, after each
+ * commit, issues the matching barrier and loads the park word once; only if
+ * the consumer is parked does it try to clear the word, and only the
+ * producer whose clear succeeds makes the wake-up system call.  So:
+ *   - a producer makes no system call while the consumer is awake;
+ *   - a burst of commits to a parked consumer costs one wake-up;
+ *   - no wake-up is lost, and every park still carries a safety-net timeout
+ *     that turns a protocol bug into counted latency instead of a hang.
+ *
+ * How the consumer sleeps is its backend:
+ *   LULL_BACKEND_URING_FUTEX    io_uring IORING_OP_FUTEX_WAIT on the park
+ *                               word (Linux 6.7+); wake = futex wake
+ *   LULL_BACKEND_URING_EVENTFD  io_uring read of an eventfd; wake = write
+ *   LULL_BACKEND_BLOCKING       futex(2) wait in the calling thread
+ *   LULL_BACKEND_EPOLL          epoll on an eventfd, for where io_uring is
+ *                               disabled (sysctl, seccomp)
+ * lull_backend_probe() picks the best one this kernel allows; the
+ * environment variable LULL_BACKEND (uring-futex, uring-eventfd, blocking,
+ * epoll) forces one.
+ *
+ * Which calls may run concurrently (same ring): lull_ring_wait(),
+ * lull_ring_park_config() and the lull_uring_park_*() calls belong to the
+ * consumer's thread, like lull_ring_read(); lull_ring_stats() and
+ * lull_backend_*() may be called from any thread at any time.
+ */
+#ifndef LULL_PARK_H
+#define LULL_PARK_H
+
+#include <stdint.h>
+
+#include <lull/ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct io_uring;
+struct io_uring_cqe;
+
+enum lull_backend {
+	LULL_BACKEND_AUTO = 0,
+	LULL_BACKEND_URING_FUTEX = 1,
+	LULL_BACKEND_URING_EVENTFD = 2,
+	LULL_BACKEND_BLOCKING = 3,
+	LULL_BACKEND_EPOLL = 4,
+};
+
+/* Defaults of struct lull_park_config. */
+#define LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS (500ull * 1000 * 1000)
+#define LULL_PARK_SPIN_DEFAULT_NS 0ull
+
+struct lull_park_config {
+	/*
+	 * How long the consumer keeps checking an empty ring before it parks;
+	 * 0 parks at once (strictly zero idle CPU).
+	 */
+	uint64_t spin_ns;
+	/*
+	 * The longest a park may last before the consumer looks at the ring
+	 * again on its own; > 0.  A correct program never needs it: see the
+	 * safety_timeouts counter.
+	 */
+	uint64_t safety_timeout_ns;
+};
+
+struct lull_ring_stats {
+	uint64_t parks;          /* times the consumer slept */
+	uint64_t park_cancels;   /* parks dropped at the re-check: a record
+				    arrived between "empty" and sleeping */
+	uint64_t wakes;          /* wake-up system calls made by producers */
+	uint64_t safety_timeouts; /* parks ended by the safety net with a
+				     record waiting: a lost wake-up; 0 in a
+				     correct run */
+	uint64_t idle_timeouts;  /* parks ended by the safety net with nothing
+				    to read: an idle consumer re-checking */
+};
+
+/*
+ * The name of a backend ("uring-futex", "uring-eventfd", "blocking",
+ * "epoll", "auto"), or NULL for an unknown value.  Any thread.
+ */
+const char *lull_backend_name(enum lull_backend backend);
+
+/*
+ * Parse a backend name as above.  Returns the backend, or -EINVAL.
+ */
+int lull_backend_parse(const char *name);
+
+/*
+ * Whether @backend works in this process, on this kernel: io_uring can be
+ * set up (not disabled by sysctl or seccomp) and, for URING_FUTEX, the
+ * kernel has IORING_OP_FUTEX_WAIT.  Any thread.  Returns 0 when it is
+ * usable, -EINVAL (unknown or AUTO), -ENOSYS or -EPERM (io_uring not
+ * available), -EOPNOTSUPP (the opcode is missing).
+ */
+int lull_backend_supported(enum lull_backend backend);
+
+/*
+ * The backend a loop should use: LULL_BACKEND from the environment when
+ * set (a name as above), else the first supported of URING_FUTEX,
+ * URING_EVENTFD, EPOLL.  Any thread.  Returns the backend, -EINVAL when
+ * LULL_BACKEND names no backend, or the error of a forced backend that is
+ * not supported here.
+ */
+int lull_backend_probe(void);
+
+/*
+ * Set the consumer's spin and safety-net timeout.  NULL restores the
+ * defaults.  The consumer's thread.  Returns 0, -EINVAL (NULL ring, zero
+ * safety_timeout_ns), -EPERM (not the consumer handle).
+ */
+int lull_ring_park_config(struct lull_ring *ring,
+			  const struct lull_park_config *cfg);
+
+/*
+ * Counters of the park/wake handshake.  Any thread; each field is read
+ * atomically, the set is not a snapshot.  Returns 0 or -EINVAL.
+ */
+int lull_ring_stats(const struct lull_ring *ring, struct lull_ring_stats *st);
+
+/*
+ * Block the calling (consumer) thread until the ring has a committed
+ * record, at most @timeout_ns (< 0: no limit; safety-net timeouts are
+ * handled inside and never returned).  Spins first if configured, then
+ * parks with a futex wait (LULL_BACKEND_BLOCKING).  Returns 0 when a record
+ * is readable, -ETIMEDOUT, -EINVAL, -EPERM (not the consumer handle),
+ * -EBUSY (a park on an io_uring is armed for this ring).
+ */
+int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
+
+/*
+ * Parking on the caller's own io_uring.  The consumer thread owns @uring
+ * and submits it.  Backend URING_FUTEX when the kernel has it, else
+ * URING_EVENTFD (LULL_BACKEND may force either).
+ *
+ * lull_uring_park_arm: run the handshake and queue the park (two SQEs: the
+ *   wait and its safety-net link timeout, both with @user_data) without
+ *   submitting.  Returns 0 (armed), 1 (a record is readable now: nothing
+ *   was queued; drain, then arm again), -EALREADY (armed already), -EBUSY
+ *   (fewer than two free SQEs), -EINVAL, -EPERM, or an error from setting
+ *   up the eventfd.
+ *
+ * lull_uring_park_cqe: whether @cqe belongs to this ring's park (it has
+ *   the park's user_data).  Returns 0 when not ours, 1 when ours: the park
+ *   has ended or is ending; the caller then calls lull_uring_park_drain(),
+ *   which reads what arrived and re-arms.
+ *
+ * lull_uring_park_drain: read every readable record into @fn (batches of
+ *   @limit), then re-arm the park once both of its CQEs are in.  Returns the
+ *   number of records read (>= 0), or a negative error from reading or
+ *   arming.
+ *
+ * lull_uring_park_cancel: queue a cancel of an armed park (its CQEs still
+ *   arrive and must go through lull_uring_park_cqe before the ring handle
+ *   is destroyed).  Returns 0, -ENOENT (nothing armed), -EBUSY (no SQE).
+ */
+int lull_uring_park_arm(struct lull_ring *ring, struct io_uring *uring,
+			uint64_t user_data);
+int lull_uring_park_cqe(struct lull_ring *ring,
+			const struct io_uring_cqe *cqe);
+int lull_uring_park_drain(struct lull_ring *ring, struct io_uring *uring,
+			  lull_record_fn fn, void *ctx, unsigned limit);
+int lull_uring_park_cancel(struct lull_ring *ring, struct io_uring *uring);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LULL_PARK_H */

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * park.c - the park/wake handshake: the consumer's announce, barrier and
+ * re-check, the producers' wake-up, and the blocking (futex) backend.
+ * The step names match the Promela model in test/model/park.pml.
+ *
+ * Futexes here are shared (no FUTEX_PRIVATE_FLAG): a private futex wait
+ * armed through io_uring while the process is single-threaded is lost when
+ * the first pthread_create() sets up the per-process futex hash (Linux
+ * 6.16+); shared futexes always hash globally.  It also lets a region in
+ * shared memory be parked on from another process later.
+ */
+#include <ck_pr.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static long futex_wait(_Atomic uint32_t *word, uint32_t expected,
+		       uint64_t timeout_ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(timeout_ns / 1000000000u),
+		.tv_nsec = (long)(timeout_ns % 1000000000u),
+	};
+
+	return LULL_SYSCALL(syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts,
+				    NULL, 0));
+}
+
+static void futex_wake_one(_Atomic uint32_t *word)
+{
+	LULL_SYSCALL(syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0));
+}
+
+/*
+ * Producer, out of line: the consumer looked parked.  Several producers may
+ * get here for the same park; the CAS lets exactly one of them wake it.
+ */
+void lull__wake(struct lull_producer *prod, uint32_t seen)
+{
+	struct lull_region *region = prod->region;
+	int fd;
+
+	/*
+	 * wake_claim.  Relaxed: the CAS only decides who wakes; the record
+	 * itself is ordered by its own release store, and the wake-up system
+	 * call is a full barrier anyway.
+	 */
+	if (!atomic_compare_exchange_strong_explicit(
+		    &region->park, &seen, LULL_PARK_AWAKE,
+		    memory_order_relaxed, memory_order_relaxed))
+		return;
+	if (seen == LULL_PARK_FUTEX) {
+		futex_wake_one(&region->park);
+	} else {
+		/*
+		 * seq_cst, with the consumer's seq_cst store of wake_fd and
+		 * load of wakers in lull__wake_fd_set(): either the consumer
+		 * sees us here and waits before closing the eventfd, or we see
+		 * its -1 and write nothing.
+		 */
+		atomic_fetch_add_explicit(&region->wakers, 1,
+					  memory_order_seq_cst);
+		fd = atomic_load_explicit(&region->wake_fd,
+					  memory_order_seq_cst);
+		if (fd >= 0 &&
+		    atomic_load_explicit(&region->wake_pid,
+					 memory_order_relaxed) == prod->pid)
+			LULL_SYSCALL(eventfd_write(fd, 1));
+		atomic_fetch_sub_explicit(&region->wakers, 1,
+					  memory_order_release);
+	}
+	atomic_fetch_add_explicit(&region->wakes, 1, memory_order_relaxed);
+}
+
+void lull__wake_fd_set(struct lull_region *region, int fd)
+{
+	atomic_store_explicit(&region->wake_pid, (int32_t)getpid(),
+			      memory_order_relaxed);
+	/* Pairs with the seq_cst RMW and load in lull__wake(). */
+	atomic_store_explicit(&region->wake_fd, fd, memory_order_seq_cst);
+	if (fd >= 0)
+		return;
+	/*
+	 * Withdrawn: a producer that read the old descriptor may still be
+	 * writing to it.  Wake-ups are one system call long, so waiting for
+	 * them is short; after this the caller may close the eventfd.
+	 */
+	while (atomic_load_explicit(&region->wakers, memory_order_seq_cst))
+		sched_yield();
+}
+
+void lull__park_barrier(struct lull_ring *ring)
+{
+	if (ring->region->flags & LULL_REGION_ASYM_BARRIER)
+		LULL_SYSCALL(syscall(SYS_membarrier,
+				     MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0));
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
+bool lull__park_begin(struct lull_ring *ring, uint32_t how)
+{
+	struct lull_region *region = ring->region;
+
+	/* announce.  Ordered before the re-check by the barrier below. */
+	atomic_store_explicit(&region->park, how, memory_order_relaxed);
+	/*
+	 * barrier: pairs with the producers' barrier in lull__notify().  Our
+	 * store above and a producer's commit cannot both be missed: see the
+	 * comment there.
+	 */
+	lull__park_barrier(ring);
+	/* recheck */
+	if (lull__ring_readable(ring)) {
+		lull__park_end(ring);
+		lull__count(&region->park_cancels);
+		return false;
+	}
+	lull__count(&region->parks);
+	return true;
+}
+
+bool lull__park_end(struct lull_ring *ring)
+{
+	/*
+	 * Relaxed: we only need to know whether a producer's CAS got here
+	 * first; our reads of the ring after this are ordered by their own
+	 * acquires.
+	 */
+	return atomic_exchange_explicit(&ring->region->park, LULL_PARK_AWAKE,
+					memory_order_relaxed) !=
+	       LULL_PARK_AWAKE;
+}
+
+void lull__park_account(struct lull_ring *ring, bool timed_out,
+			bool cleared_self)
+{
+	if (!timed_out)
+		return;
+	/*
+	 * The safety net fired.  A record waiting while no producer took the
+	 * wake-up is exactly a lost wake-up; anything else is an idle
+	 * consumer looking around.
+	 */
+	if (cleared_self && lull__ring_readable(ring))
+		lull__count(&ring->region->safety_timeouts);
+	else
+		lull__count(&ring->region->idle_timeouts);
+}
+
+LULL_EXPORT int lull_ring_park_config(struct lull_ring *ring,
+				      const struct lull_park_config *cfg)
+{
+	if (!ring || (cfg && cfg->safety_timeout_ns == 0))
+		return -EINVAL;
+	if (!ring->is_consumer)
+		return -EPERM;
+	ring->spin_ns = cfg ? cfg->spin_ns : LULL_PARK_SPIN_DEFAULT_NS;
+	ring->safety_ns = cfg ? cfg->safety_timeout_ns
+			      : LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
+	return 0;
+}
+
+LULL_EXPORT int lull_ring_stats(const struct lull_ring *ring,
+				struct lull_ring_stats *st)
+{
+	const struct lull_region *region;
+
+	if (!ring || !st)
+		return -EINVAL;
+	region = ring->region;
+	st->parks = atomic_load_explicit(&region->parks, memory_order_relaxed);
+	st->park_cancels = atomic_load_explicit(&region->park_cancels,
+						memory_order_relaxed);
+	st->wakes = atomic_load_explicit(&region->wakes, memory_order_relaxed);
+	st->safety_timeouts = atomic_load_explicit(&region->safety_timeouts,
+						   memory_order_relaxed);
+	st->idle_timeouts = atomic_load_explicit(&region->idle_timeouts,
+						 memory_order_relaxed);
+	return 0;
+}
+
+/*
+ * Spin on the ring for up to the configured spin window.  Returns true as
+ * soon as a record is readable.
+ */
+static bool spin_for_record(struct lull_ring *ring)
+{
+	uint64_t deadline;
+
+	if (!ring->spin_ns)
+		return false;
+	deadline = now_ns() + ring->spin_ns;
+	for (;;) {
+		/* Read the clock only every 64 polls: it costs more than one. */
+		for (int i = 0; i < 64; i++) {
+			if (lull__ring_readable(ring))
+				return true;
+			ck_pr_stall();
+		}
+		if (now_ns() >= deadline)
+			return false;
+	}
+}
+
+LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
+{
+	uint64_t deadline = 0, slice, now;
+	bool timed_out, cleared_self, safety_slice;
+	long ret;
+
+	if (!ring)
+		return -EINVAL;
+	if (!ring->is_consumer)
+		return -EPERM;
+	if (ring->uring_pending)
+		return -EBUSY;
+	if (lull__ring_readable(ring))
+		return 0;
+	if (timeout_ns == 0)
+		return -ETIMEDOUT;
+	if (timeout_ns > 0)
+		deadline = now_ns() + (uint64_t)timeout_ns;
+	if (spin_for_record(ring))
+		return 0;
+	for (;;) {
+		slice = ring->safety_ns;
+		safety_slice = true;
+		if (timeout_ns > 0) {
+			now = now_ns();
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			if (deadline - now <= slice) {
+				slice = deadline - now;
+				safety_slice = false;
+			}
+		}
+		if (!lull__park_begin(ring, LULL_PARK_FUTEX))
+			return 0;
+		/* sleep: returns at once if a producer already reset the word */
+		ret = futex_wait(&ring->region->park, LULL_PARK_FUTEX, slice);
+		timed_out = ret == -ETIMEDOUT;
+		cleared_self = lull__park_end(ring);
+		lull__park_account(ring, timed_out && safety_slice,
+				   cleared_self);
+		if (lull__ring_readable(ring))
+			return 0;
+		/* Woken with nothing to read (a stale wake, EINTR): again. */
+	}
+}
