@@ -367,7 +367,8 @@ void lull__iov_copy(void *dst, const struct iovec *iov, int iovcnt)
 	unsigned char *p = dst;
 
 	for (int i = 0; i < iovcnt; i++) {
-		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		if (iov[i].iov_len)
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
 		p += iov[i].iov_len;
 	}
 }

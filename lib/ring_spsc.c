@@ -96,7 +96,9 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 	ret = spsc_reserve(prod, length, &pos, &end);
 	if (unlikely(ret < 0))
 		return ret;
-	memcpy(lull__header_at(prod->data, prod->mask, pos) + 1, data, len);
+	if (len) /* memcpy from NULL is undefined even for 0 bytes */
+		memcpy(lull__header_at(prod->data, prod->mask, pos) + 1, data,
+		       len);
 	spsc_publish(prod, pos, end, length, type);
 	return 0;
 }

@@ -9,9 +9,10 @@ LULL_EXPORT const char *lull_version(void)
 
 LULL_EXPORT const char *lull_strerror(int err)
 {
-	if (err < 0)
-		err = -err;
-	switch (err) {
+	/* Through unsigned: -INT_MIN does not fit in an int. */
+	unsigned code = err < 0 ? 0u - (unsigned)err : (unsigned)err;
+
+	switch (code) {
 	case 0:
 		return "success";
 	case EINVAL:

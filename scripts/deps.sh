@@ -18,11 +18,14 @@ want_file() { # file, Debian package
 want_command cc gcc
 want_command make make
 want_command pkg-config pkg-config
+# The library itself: io_uring, and Concurrency Kit's spin primitives.
+want_pkgconfig liburing liburing-dev
+want_pkgconfig ck libck-dev
 case "${1:-build}" in
 build) ;;
 test)
 	want_pkgconfig criterion libcriterion-dev
-	want_pkgconfig ck libck-dev
+	want_command spin spin
 	# The sanitizer runtimes gcc links for -fsanitize=address,undefined,thread.
 	libdir=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 	want_file "/usr/lib/$libdir/libasan.so.8" libasan8
@@ -30,9 +33,7 @@ test)
 	want_file "/usr/lib/$libdir/libtsan.so.2" libtsan2
 	;;
 demo) ;;
-bench)
-	want_pkgconfig ck libck-dev
-	;;
+bench) ;;
 *)
 	echo "usage: $0 build|test|demo|bench" >&2
 	exit 2

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring_compat.h - the few io_uring pieces that Debian 12's liburing 2.3
+ * lacks: the futex-wait opcode and its SQE helper (liburing 2.5, Linux
+ * 6.7), the no-iowait enter flag (Linux 6.15), and a submit-and-wait that
+ * can pass it.  Where liburing has the real helper, it is used.
+ */
+#ifndef LULL_URING_COMPAT_H
+#define LULL_URING_COMPAT_H
+
+#include <liburing.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define LULL_IORING_OP_FUTEX_WAIT 51 /* enum io_uring_op, Linux 6.7 */
+
+#ifndef FUTEX2_SIZE_U32
+#define FUTEX2_SIZE_U32 0x02
+#endif
+#ifndef IORING_ENTER_NO_IOWAIT
+#define IORING_ENTER_NO_IOWAIT (1U << 7)
+#endif
+#ifndef IORING_FEAT_NO_IOWAIT
+#define IORING_FEAT_NO_IOWAIT (1U << 17)
+#endif
+
+#if defined(IO_URING_CHECK_VERSION) && !IO_URING_CHECK_VERSION(2, 5)
+#define LULL_HAVE_PREP_FUTEX_WAIT 1
+#endif
+
+/*
+ * A futex wait on a 32-bit word: completes when the word is woken, or at
+ * once with -EAGAIN when it no longer holds @val.  Shared (not private):
+ * see park.c.
+ */
+static inline void lull__prep_futex_wait(struct io_uring_sqe *sqe,
+					 _Atomic uint32_t *word, uint32_t val)
+{
+#ifdef LULL_HAVE_PREP_FUTEX_WAIT
+	io_uring_prep_futex_wait(sqe, (uint32_t *)word, val,
+				 FUTEX_BITSET_MATCH_ANY, FUTEX2_SIZE_U32, 0);
+#else
+	/* The kernel's layout: fd = futex2 flags, addr = word, off = value,
+	 * addr3 = mask, futex_flags (rw_flags) = 0. */
+	io_uring_prep_rw(LULL_IORING_OP_FUTEX_WAIT, sqe, FUTEX2_SIZE_U32,
+			 (const void *)word, 0, val);
+	sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
+#endif
+}
+
+/*
+ * Submit what is queued and wait for @wait_nr completions, at most
+ * @timeout (NULL: no limit), in one system call, without the wait counting
+ * as iowait where the kernel supports that (@no_iowait).  liburing 2.3 has
+ * no way to pass IORING_ENTER_NO_IOWAIT, so this publishes the SQ tail the
+ * way liburing does and enters with the extended argument (Linux 5.11).
+ * Returns the number submitted, or a negative errno (-ETIME on timeout).
+ */
+static inline int lull__uring_submit_wait(struct io_uring *ring,
+					  unsigned wait_nr,
+					  struct __kernel_timespec *timeout,
+					  bool no_iowait)
+{
+	struct io_uring_sq *sq = &ring->sq;
+	struct io_uring_getevents_arg arg = {
+		.sigmask = 0,
+		.sigmask_sz = _NSIG / 8,
+		.ts = (uint64_t)(uintptr_t)timeout,
+	};
+	unsigned tail = sq->sqe_tail, submit, flags;
+	int saved_errno = errno;
+	long ret;
+
+	if (sq->sqe_head != tail) {
+		sq->sqe_head = tail;
+		/* Pairs with the kernel's acquire of the SQ tail. */
+		io_uring_smp_store_release(sq->ktail, tail);
+	}
+	/* Pairs with the kernel's release of the SQ head. */
+	submit = tail - io_uring_smp_load_acquire(sq->khead);
+	flags = IORING_ENTER_EXT_ARG;
+	if (wait_nr)
+		flags |= IORING_ENTER_GETEVENTS;
+	if (no_iowait)
+		flags |= IORING_ENTER_NO_IOWAIT;
+	ret = syscall(__NR_io_uring_enter, ring->ring_fd, submit, wait_nr,
+		      flags, &arg, sizeof(arg));
+	if (ret < 0)
+		ret = -errno;
+	errno = saved_errno;
+	return (int)ret;
+}
+
+#endif /* LULL_URING_COMPAT_H */
