@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <linux/time_types.h>
 #include <stdint.h>
 
 #include "lull.h"
@@ -172,7 +173,13 @@ struct lull_ring {
 	/* An armed park on a caller's io_uring. */
 	uint64_t uring_user_data;
 	unsigned uring_pending; /* its CQEs still to come */
-	bool uring_timed_out;   /* one of them said the safety net fired */
+	bool uring_armed_once;  /* uring_user_data is the caller's */
+	bool uring_sleeping;    /* armed, and none of its CQEs seen yet */
+	bool uring_cleared_self;
+	bool uring_cancelled;   /* lull_uring_park_cancel(): do not re-arm */
+	int uring_backend;      /* URING_FUTEX or URING_EVENTFD, 0 unset */
+	/* The link timeout's duration: the kernel reads it at submission. */
+	struct __kernel_timespec uring_timeout;
 };
 
 /* One producer's private state, allocated on its own lines. */
@@ -295,6 +302,12 @@ bool lull__park_end(struct lull_ring *ring);
  */
 void lull__park_account(struct lull_ring *ring, bool timed_out,
 			bool cleared_self);
+
+/* Consumer: spin on the ring for up to ring->spin_ns; true if readable. */
+bool lull__spin_for_record(struct lull_ring *ring);
+
+/* Consumer: make sure ring->eventfd exists and is the region's wake_fd. */
+int lull__ring_eventfd(struct lull_ring *ring);
 
 /* Consumer: publish @fd as this region's eventfd, or withdraw it (-1). */
 void lull__wake_fd_set(struct lull_region *region, int fd);

@@ -106,6 +106,22 @@ void lull__wake_fd_set(struct lull_region *region, int fd)
 		sched_yield();
 }
 
+int lull__ring_eventfd(struct lull_ring *ring)
+{
+	long fd;
+
+	if (ring->eventfd < 0) {
+		fd = LULL_SYSCALL(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+		if (fd < 0)
+			return (int)fd;
+		ring->eventfd = (int)fd;
+	}
+	if (atomic_load_explicit(&ring->region->wake_fd,
+				 memory_order_relaxed) != ring->eventfd)
+		lull__wake_fd_set(ring->region, ring->eventfd);
+	return 0;
+}
+
 void lull__park_barrier(struct lull_ring *ring)
 {
 	if (ring->region->flags & LULL_REGION_ASYM_BARRIER)
@@ -197,11 +213,7 @@ LULL_EXPORT int lull_ring_stats(const struct lull_ring *ring,
 	return 0;
 }
 
-/*
- * Spin on the ring for up to the configured spin window.  Returns true as
- * soon as a record is readable.
- */
-static bool spin_for_record(struct lull_ring *ring)
+bool lull__spin_for_record(struct lull_ring *ring)
 {
 	uint64_t deadline;
 
@@ -238,7 +250,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		return -ETIMEDOUT;
 	if (timeout_ns > 0)
 		deadline = now_ns() + (uint64_t)timeout_ns;
-	if (spin_for_record(ring))
+	if (lull__spin_for_record(ring))
 		return 0;
 	for (;;) {
 		slice = ring->safety_ns;

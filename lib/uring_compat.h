@@ -26,8 +26,10 @@
 #define IORING_FEAT_NO_IOWAIT (1U << 17)
 #endif
 
-#if defined(IO_URING_CHECK_VERSION) && !IO_URING_CHECK_VERSION(2, 5)
+#ifdef IO_URING_CHECK_VERSION /* liburing 2.4+ */
+#if !IO_URING_CHECK_VERSION(2, 5)
 #define LULL_HAVE_PREP_FUTEX_WAIT 1
+#endif
 #endif
 
 /*
