@@ -11,6 +11,7 @@
 
 #include <lull/ring.h>
 #include <lull/park.h>
+#include <lull/loop.h>
 
 #ifdef __cplusplus
 extern "C" {

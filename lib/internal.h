@@ -145,6 +145,8 @@ struct lull_record_header {
 static_assert(sizeof(struct lull_record_header) == LULL_RECORD_HEADER_SIZE,
 	      "record header size");
 
+struct lull_loop;
+
 /* The per-process view of a region. */
 struct lull_ring {
 	struct lull_region *region;
@@ -178,6 +180,7 @@ struct lull_ring {
 	bool uring_cleared_self;
 	bool uring_cancelled;   /* lull_uring_park_cancel(): do not re-arm */
 	int uring_backend;      /* URING_FUTEX or URING_EVENTFD, 0 unset */
+	struct lull_loop *loop; /* the loop it is attached to, if any */
 	/* The link timeout's duration: the kernel reads it at submission. */
 	struct __kernel_timespec uring_timeout;
 };
@@ -302,6 +305,9 @@ bool lull__park_end(struct lull_ring *ring);
  */
 void lull__park_account(struct lull_ring *ring, bool timed_out,
 			bool cleared_self);
+
+/* Time now on CLOCK_MONOTONIC, in ns. */
+uint64_t lull__now_ns(void);
 
 /* Consumer: spin on the ring for up to ring->spin_ns; true if readable. */
 bool lull__spin_for_record(struct lull_ring *ring);

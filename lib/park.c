@@ -23,7 +23,7 @@
 
 #include "internal.h"
 
-static uint64_t now_ns(void)
+uint64_t lull__now_ns(void)
 {
 	struct timespec ts;
 
@@ -111,7 +111,8 @@ int lull__ring_eventfd(struct lull_ring *ring)
 	long fd;
 
 	if (ring->eventfd < 0) {
-		fd = LULL_SYSCALL(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+		/* Blocking: io_uring fails reads of non-blocking files. */
+		fd = LULL_SYSCALL(eventfd(0, EFD_CLOEXEC));
 		if (fd < 0)
 			return (int)fd;
 		ring->eventfd = (int)fd;
@@ -219,7 +220,7 @@ bool lull__spin_for_record(struct lull_ring *ring)
 
 	if (!ring->spin_ns)
 		return false;
-	deadline = now_ns() + ring->spin_ns;
+	deadline = lull__now_ns() + ring->spin_ns;
 	for (;;) {
 		/* Read the clock only every 64 polls: it costs more than one. */
 		for (int i = 0; i < 64; i++) {
@@ -227,7 +228,7 @@ bool lull__spin_for_record(struct lull_ring *ring)
 				return true;
 			ck_pr_stall();
 		}
-		if (now_ns() >= deadline)
+		if (lull__now_ns() >= deadline)
 			return false;
 	}
 }
@@ -242,21 +243,21 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		return -EINVAL;
 	if (!ring->is_consumer)
 		return -EPERM;
-	if (ring->uring_pending)
+	if (ring->uring_pending || ring->loop)
 		return -EBUSY;
 	if (lull__ring_readable(ring))
 		return 0;
 	if (timeout_ns == 0)
 		return -ETIMEDOUT;
 	if (timeout_ns > 0)
-		deadline = now_ns() + (uint64_t)timeout_ns;
+		deadline = lull__now_ns() + (uint64_t)timeout_ns;
 	if (lull__spin_for_record(ring))
 		return 0;
 	for (;;) {
 		slice = ring->safety_ns;
 		safety_slice = true;
 		if (timeout_ns > 0) {
-			now = now_ns();
+			now = lull__now_ns();
 			if (now >= deadline)
 				return -ETIMEDOUT;
 			if (deadline - now <= slice) {

@@ -51,6 +51,8 @@ LULL_EXPORT int lull_uring_park_arm(struct lull_ring *ring,
 		return -EINVAL;
 	if (ring->uring_pending)
 		return -EALREADY;
+	if (ring->loop)
+		return -EBUSY;
 	if (io_uring_sq_space_left(uring) < 2)
 		return -EBUSY;
 	backend = uring_backend(ring);

@@ -95,4 +95,21 @@ static inline int lull__uring_submit_wait(struct io_uring *ring,
 	return (int)ret;
 }
 
+/*
+ * Lift IORING_SETUP_R_DISABLED (Linux 5.10); liburing 2.3 has no helper.
+ * The calling thread becomes the ring's single issuer.
+ */
+static inline int lull__uring_enable(struct io_uring *ring)
+{
+	int saved_errno = errno;
+	long ret;
+
+	ret = syscall(__NR_io_uring_register, ring->ring_fd,
+		      IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+	if (ret < 0)
+		ret = -errno;
+	errno = saved_errno;
+	return (int)ret;
+}
+
 #endif /* LULL_URING_COMPAT_H */

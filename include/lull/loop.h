@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lull/loop.h - the runtime: one thread, one io_uring, any number of rings.
+ *
+ * A loop drains the rings attached to it into their handlers, runs the
+ * completion callbacks of SQEs the caller prepares (accept, recv, send,
+ * read, timeouts, ...), fires timers, and turns SIGTERM/SIGINT into a
+ * callback.  When nothing is ready it parks: every attached ring is told
+ * (park word, one barrier for all, one re-check of all), then one
+ * io_uring_enter() sleeps until a producer, an I/O completion, a timer, a
+ * signal, lull_loop_stop() or the safety net wakes it.  An idle loop makes
+ * no system call and burns no CPU; a producer's commit to a ring whose loop
+ * is awake costs one load and no system call.
+ *
+ * Backends (see lull/park.h): URING_FUTEX (each ring's park word has a
+ * futex wait in flight; Linux 6.7+), URING_EVENTFD (producers write the
+ * loop's eventfd), and EPOLL for where io_uring is disabled: the same API
+ * over epoll and an eventfd, with the SQE opcodes a server needs emulated
+ * (NOP, READ, WRITE, RECV, SEND, ACCEPT, POLL_ADD, TIMEOUT, ASYNC_CANCEL,
+ * CLOSE; any other completes with -EOPNOTSUPP).
+ *
+ * Threads: lull_loop_stop() may be called from any thread and from a
+ * signal handler (it is async-signal-safe).  Every other call belongs to
+ * the loop's thread: the one that calls lull_loop_run(), or any single
+ * thread before the first run.  Callbacks run on the loop's thread and may
+ * call any lull_loop_* function.
+ *
+ * The io_uring is created with IORING_SETUP_SINGLE_ISSUER and
+ * IORING_SETUP_DEFER_TASKRUN where the kernel has them (plain otherwise),
+ * and sleeps with IORING_ENTER_NO_IOWAIT where the kernel has it (6.15);
+ * on older kernels a parked loop shows as iowait in top(1) although it
+ * uses no CPU.
+ */
+#ifndef LULL_LOOP_H
+#define LULL_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <lull/park.h>
+#include <lull/ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct lull_loop;
+struct lull_loop_timer;
+struct io_uring_sqe;
+
+struct lull_loop_config {
+	enum lull_backend backend; /* AUTO: lull_backend_probe(); BLOCKING
+				      is not a loop backend (-EINVAL) */
+	unsigned entries;          /* SQ entries; 0: 256 */
+	uint64_t spin_ns;          /* poll the rings this long before parking;
+				      0: park at once */
+	uint64_t safety_timeout_ns; /* 0: LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS */
+};
+
+struct lull_loop_stats {
+	uint64_t iterations; /* passes through the loop */
+	uint64_t parks;      /* times it slept in the kernel */
+	uint64_t park_cancels; /* parks dropped at the re-check */
+	uint64_t safety_timeouts; /* parks ended by the safety net */
+	uint64_t records;    /* records handed to ring handlers */
+	uint64_t completions; /* user SQE callbacks run */
+};
+
+/* A user SQE completed: @res and @flags as in the CQE. */
+typedef void (*lull_cqe_fn)(struct lull_loop *loop, int res, uint32_t flags,
+			    void *ctx);
+/* A timer fired. */
+typedef void (*lull_timer_fn)(struct lull_loop *loop, void *ctx);
+/* One of the loop's signals arrived. */
+typedef void (*lull_signal_fn)(struct lull_loop *loop, int signo, void *ctx);
+
+/*
+ * Create a loop; @cfg may be NULL for the defaults.  Returns 0 and sets
+ * *loopp, or -EINVAL, -ENOMEM, the error of a forced backend that is not
+ * supported here (-ENOSYS, -EPERM, -EOPNOTSUPP), or an io_uring or epoll
+ * setup error.
+ */
+int lull_loop_create(struct lull_loop **loopp,
+		     const struct lull_loop_config *cfg);
+
+/*
+ * Destroy a loop that is not running: detach its rings, cancel timers and
+ * in-flight SQEs (their callbacks are not called), close what it opened.
+ * Returns 0, -EINVAL, -EBUSY (called from inside lull_loop_run()).
+ */
+int lull_loop_destroy(struct lull_loop *loop);
+
+/* The backend the loop runs on (enum lull_backend), or -EINVAL. */
+int lull_loop_backend(const struct lull_loop *loop);
+
+/*
+ * Attach a ring whose consumer role @ring holds: the loop reads up to
+ * @batch records per pass into @fn (0: 256).  Returns 0, -EINVAL, -EPERM
+ * (not the consumer handle), -EBUSY (attached already, or parked on an
+ * io_uring of the caller's), -ENOMEM.
+ */
+int lull_loop_attach(struct lull_loop *loop, struct lull_ring *ring,
+		     lull_record_fn fn, void *ctx, unsigned batch);
+
+/*
+ * Detach a ring; records still in it stay there.  Returns 0, -EINVAL,
+ * -ENOENT (not attached).
+ */
+int lull_loop_detach(struct lull_loop *loop, struct lull_ring *ring);
+
+/*
+ * Get an SQE to prepare (with liburing's io_uring_prep_* helpers), whose
+ * completion will call @fn(@ctx).  It comes prepared as a NOP with its
+ * user_data set: prepare it fully, and do not change user_data (its value
+ * may be used in an ASYNC_CANCEL).  It is submitted on the loop's next
+ * pass.  Multishot requests call @fn once per CQE; the last one lacks
+ * IORING_CQE_F_MORE.  Returns 0 and sets *sqep, or -EINVAL, -ENOMEM, or
+ * -EBUSY (the submission queue is full even after flushing it).
+ */
+int lull_loop_sqe(struct lull_loop *loop, lull_cqe_fn fn, void *ctx,
+		  struct io_uring_sqe **sqep);
+
+/*
+ * Start a timer that fires after @delay_ns, then every @interval_ns when
+ * that is non-zero.  Returns 0 and sets *timerp (may be NULL for a timer
+ * that is never cancelled), or -EINVAL, -ENOMEM, -EBUSY.
+ */
+int lull_loop_timer(struct lull_loop *loop, uint64_t delay_ns,
+		    uint64_t interval_ns, lull_timer_fn fn, void *ctx,
+		    struct lull_loop_timer **timerp);
+
+/*
+ * Cancel a timer; its callback does not run again.  The timer is freed by
+ * the loop.  Returns 0, -EINVAL, -ENOENT (already fired, for one-shots).
+ */
+int lull_loop_timer_cancel(struct lull_loop *loop,
+			   struct lull_loop_timer *timer);
+
+/*
+ * Deliver @signos (@count of them) to @fn on the loop's thread instead of
+ * their default action: they are blocked in the calling thread and read
+ * through a signalfd.  Block them in every other thread too (threads
+ * created afterwards inherit the mask), or the kernel may deliver them
+ * there.  Call once per loop.  Returns 0, -EINVAL, -EBUSY (already set),
+ * or a signalfd error.
+ */
+int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
+		      lull_signal_fn fn, void *ctx);
+
+/*
+ * Run until lull_loop_stop().  Returns 0 when stopped, -EINVAL, -EBUSY
+ * (already running), or an unrecoverable io_uring or epoll error.  A stop
+ * requested before the call makes it return at once.
+ */
+int lull_loop_run(struct lull_loop *loop);
+
+/*
+ * Make lull_loop_run() return after the pass in progress.  Any thread,
+ * callbacks, signal handlers.  Returns 0 or -EINVAL.
+ */
+int lull_loop_stop(struct lull_loop *loop);
+
+/* Counters; the loop's thread.  Returns 0 or -EINVAL. */
+int lull_loop_stats(const struct lull_loop *loop, struct lull_loop_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LULL_LOOP_H */
