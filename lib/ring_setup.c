@@ -239,7 +239,12 @@ LULL_EXPORT int lull_ring_destroy(struct lull_ring *ring)
 {
 	if (!ring)
 		return -EINVAL;
-	if (atomic_load_explicit(&ring->attached, memory_order_relaxed))
+	/*
+	 * Busy while producers use this handle, while a loop reads it, and
+	 * while an io_uring still holds a park that points into it.
+	 */
+	if (atomic_load_explicit(&ring->attached, memory_order_relaxed) ||
+	    ring->loop || ring->uring_pending)
 		return -EBUSY;
 	if (ring->eventfd >= 0) {
 		if (atomic_load_explicit(&ring->region->wake_fd,

@@ -155,8 +155,9 @@ int lull_ring_open(struct lull_ring **ringp, void *mem, size_t size,
 /*
  * Release the handle (and its consumer role); free the region when the
  * handle allocated it.  Every producer attached through this handle must be
- * detached first.  Returns 0, -EINVAL (NULL) or -EBUSY (producers still
- * attached through this handle; nothing is released).
+ * detached first, the ring detached from any loop, and the CQEs of a park
+ * on the caller's io_uring received (lull/park.h).  Returns 0, -EINVAL
+ * (NULL) or -EBUSY (one of those is still in use; nothing is released).
  */
 int lull_ring_destroy(struct lull_ring *ring);
 
