@@ -49,6 +49,11 @@ install_check() {
 for t in "$B"/test/test_*; do
 	[ -x "$t" ] && run "unit $(basename "$t")" "$t"
 done
+# The io_uring-less fallback must pass the same suites: force it.
+for t in "$B"/test/test_park "$B"/test/test_loop; do
+	[ -x "$t" ] && run "unit $(basename "$t") (LULL_BACKEND=epoll)" env \
+		LULL_BACKEND=epoll "$t"
+done
 for t in "$B"/test/asan/test_*; do
 	[ -x "$t" ] && run "asan+ubsan $(basename "$t")" env \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -62,6 +67,7 @@ for t in "$B"/test/tsan/*; do
 		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		"$t" --records "$TSAN_RECORDS"
 done
+[ -f test/model/park.pml ] && run "spin model" sh scripts/check-model.sh
 run "install + pkg-config" install_check
 
 printf '\n'
