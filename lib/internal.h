@@ -177,7 +177,6 @@ struct lull_ring {
 	unsigned uring_pending; /* its CQEs still to come */
 	bool uring_armed_once;  /* uring_user_data is the caller's */
 	bool uring_sleeping;    /* armed, and none of its CQEs seen yet */
-	bool uring_cleared_self;
 	bool uring_cancelled;   /* lull_uring_park_cancel(): do not re-arm */
 	int uring_backend;      /* URING_FUTEX or URING_EVENTFD, 0 unset */
 	struct lull_loop *loop; /* the loop it is attached to, if any */
@@ -300,11 +299,15 @@ bool lull__park_begin(struct lull_ring *ring, uint32_t how);
 bool lull__park_end(struct lull_ring *ring);
 
 /*
- * Consumer: account a park that ended, given whether its safety net fired
- * and whether the consumer cleared the park word itself.
+ * Consumer: the park is over; @timed_out when its safety net fired (or
+ * when the caller cannot tell a fired safety net from a stale wake-up).
+ * Resets the word and counts a lost wake-up or an idle timeout.  Returns
+ * true when the consumer reset the word itself.
  */
-void lull__park_account(struct lull_ring *ring, bool timed_out,
-			bool cleared_self);
+bool lull__park_finish(struct lull_ring *ring, bool timed_out);
+
+/* How long a timed-out consumer lets an in-flight producer claim a wake. */
+#define LULL_PARK_CLAIM_GRACE_NS (200u * 1000u)
 
 /* Time now on CLOCK_MONOTONIC, in ns. */
 uint64_t lull__now_ns(void);

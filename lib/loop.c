@@ -689,10 +689,9 @@ static void park_end(struct lull_loop *loop, bool timed_out)
 {
 	for (unsigned i = 0; i < loop->nrings; i++) {
 		struct lull_ring *ring = loop->rings[i]->ring;
-		bool cleared_self = lull__park_end(ring);
 
 		lull__count(&ring->region->parks);
-		lull__park_account(ring, timed_out, cleared_self);
+		lull__park_finish(ring, timed_out);
 	}
 	loop->stats.parks++;
 	if (timed_out)

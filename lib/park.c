@@ -58,6 +58,16 @@ void lull__wake(struct lull_producer *prod, uint32_t seen)
 	int fd;
 
 	/*
+	 * An eventfd is a descriptor of the consumer's process: a producer in
+	 * another process cannot write it, so it must not claim the wake-up
+	 * either.  The consumer's safety net then finds the record and counts
+	 * it as a lost wake-up, which is what it is.
+	 */
+	if (seen == LULL_PARK_EVENTFD &&
+	    atomic_load_explicit(&region->wake_pid, memory_order_relaxed) !=
+		    prod->pid)
+		return;
+	/*
 	 * wake_claim.  Relaxed: the CAS only decides who wakes; the record
 	 * itself is ordered by its own release store, and the wake-up system
 	 * call is a full barrier anyway.
@@ -79,9 +89,7 @@ void lull__wake(struct lull_producer *prod, uint32_t seen)
 					  memory_order_seq_cst);
 		fd = atomic_load_explicit(&region->wake_fd,
 					  memory_order_seq_cst);
-		if (fd >= 0 &&
-		    atomic_load_explicit(&region->wake_pid,
-					 memory_order_relaxed) == prod->pid)
+		if (fd >= 0)
 			LULL_SYSCALL(eventfd_write(fd, 1));
 		atomic_fetch_sub_explicit(&region->wakers, 1,
 					  memory_order_release);
@@ -125,10 +133,13 @@ int lull__ring_eventfd(struct lull_ring *ring)
 
 void lull__park_barrier(struct lull_ring *ring)
 {
-	if (ring->region->flags & LULL_REGION_ASYM_BARRIER)
-		LULL_SYSCALL(syscall(SYS_membarrier,
-				     MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0));
-	else
+	/*
+	 * membarrier cannot fail once the process registered, but if it ever
+	 * did, neither side would have a barrier: fall back to the fence.
+	 */
+	if (!(ring->region->flags & LULL_REGION_ASYM_BARRIER) ||
+	    LULL_SYSCALL(syscall(SYS_membarrier,
+				 MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)) < 0)
 		atomic_thread_fence(memory_order_seq_cst);
 }
 
@@ -166,20 +177,41 @@ bool lull__park_end(struct lull_ring *ring)
 	       LULL_PARK_AWAKE;
 }
 
-void lull__park_account(struct lull_ring *ring, bool timed_out,
-			bool cleared_self)
+bool lull__park_finish(struct lull_ring *ring, bool timed_out)
 {
+	struct lull_region *region = ring->region;
+	uint64_t deadline;
+	bool readable, cleared_self;
+
 	if (!timed_out)
-		return;
+		return lull__park_end(ring);
 	/*
-	 * The safety net fired.  A record waiting while no producer took the
-	 * wake-up is exactly a lost wake-up; anything else is an idle
-	 * consumer looking around.
+	 * unpark after the safety net fired.  Readability is read before the
+	 * exchange: a record committed after it was announced to an awake
+	 * consumer, not lost.  A producer may also be between its commit and
+	 * its wake_claim right now; give it a moment to claim the wake-up
+	 * before calling this a lost one (the Promela model shows both
+	 * windows).
 	 */
-	if (cleared_self && lull__ring_readable(ring))
-		lull__count(&ring->region->safety_timeouts);
-	else
-		lull__count(&ring->region->idle_timeouts);
+	readable = lull__ring_readable(ring);
+	if (readable) {
+		deadline = lull__now_ns() + LULL_PARK_CLAIM_GRACE_NS;
+		while (atomic_load_explicit(&region->park,
+					    memory_order_relaxed) !=
+			       LULL_PARK_AWAKE &&
+		       lull__now_ns() < deadline)
+			sched_yield();
+	}
+	cleared_self = lull__park_end(ring);
+	/*
+	 * account.  A record waiting while no producer took the wake-up is a
+	 * lost wake-up; anything else is an idle consumer looking around.
+	 */
+	if (cleared_self && readable)
+		lull__count(&region->safety_timeouts);
+	else if (cleared_self)
+		lull__count(&region->idle_timeouts);
+	return cleared_self;
 }
 
 LULL_EXPORT int lull_ring_park_config(struct lull_ring *ring,
@@ -236,7 +268,7 @@ bool lull__spin_for_record(struct lull_ring *ring)
 LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 {
 	uint64_t deadline = 0, slice, now;
-	bool timed_out, cleared_self, safety_slice;
+	bool timed_out, safety_slice;
 	long ret;
 
 	if (!ring)
@@ -270,9 +302,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		/* sleep: returns at once if a producer already reset the word */
 		ret = futex_wait(&ring->region->park, LULL_PARK_FUTEX, slice);
 		timed_out = ret == -ETIMEDOUT;
-		cleared_self = lull__park_end(ring);
-		lull__park_account(ring, timed_out && safety_slice,
-				   cleared_self);
+		lull__park_finish(ring, timed_out && safety_slice);
 		if (lull__ring_readable(ring))
 			return 0;
 		/* Woken with nothing to read (a stale wake, EINTR): again. */

@@ -98,20 +98,17 @@ LULL_EXPORT int lull_uring_park_cqe(struct lull_ring *ring,
 		return 0;
 	ring->uring_pending--;
 	if (ring->uring_sleeping) {
-		/* The first CQE of the park, whichever: the sleep is over. */
+		/*
+		 * The first CQE of the park, whichever: the sleep is over.
+		 * Both carry the caller's user_data, and what a fired link
+		 * timeout reports varies (-ETIME, or the count it cancelled:
+		 * 1 for a futex wait on Linux 6.18), so do not ask: a park
+		 * whose word is still ours was not ended by a producer, and
+		 * lull__park_finish() treats it as timed out.
+		 */
 		ring->uring_sleeping = false;
-		ring->uring_cleared_self = lull__park_end(ring);
+		lull__park_finish(ring, true);
 	}
-	/*
-	 * Both CQEs carry the caller's user_data, and what a fired link
-	 * timeout reports varies (-ETIME, or the count it cancelled: 1 for a
-	 * futex wait on Linux 6.18).  What matters does not: a park that ended
-	 * while the word was still ours was not woken by a producer, so the
-	 * safety net (or a stale wake-up) ended it.
-	 */
-	if (ring->uring_pending == 0)
-		lull__park_account(ring, ring->uring_cleared_self,
-				   ring->uring_cleared_self);
 	return 1;
 }
 
