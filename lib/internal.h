@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <linux/time_types.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "lull.h"
@@ -55,7 +56,9 @@
  *   128   tail        written by producers
  *   256   head        written by the consumer
  *   384   roles       attach/detach bookkeeping (cold)
- *   512   park        the park word, read by producers after each commit
+ *   512   park        the park word, read by producers after each commit,
+ *                     and the shutdown state
+ *   640   fatal       the fatal report (code, message)
  *   1024  data        capacity bytes of records
  */
 struct lull_region {
@@ -77,6 +80,12 @@ struct lull_region {
 	 * A free-running byte position, always a multiple of 8.
 	 */
 	alignas(LULL_LINE_PAIR) _Atomic uint64_t tail;
+	/*
+	 * SPSC: 1 while the producer is inside a write or holds a claim, so
+	 * that a consumer closing the ring knows whether a record may still be
+	 * published (lull__spsc_enter()).
+	 */
+	_Atomic uint32_t busy;
 
 	/* Start of the records not yet consumed, stored by the consumer. */
 	alignas(LULL_LINE_PAIR) _Atomic uint64_t head;
@@ -102,11 +111,31 @@ struct lull_region {
 	 *   wakes     wake-up system calls made
 	 */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t park;
+	_Atomic uint32_t state; /* LULL_STATE_*, set once, never cleared */
 	_Atomic int32_t wake_fd;
 	_Atomic int32_t wake_pid;
 	_Atomic uint32_t wakers;
 	_Atomic uint64_t wakes;
+
+	/*
+	 * The fatal report: fatal_state 0 none, 1 being written, 2 complete
+	 * (stored with release after the fields; lull_ring_fatal()).
+	 */
+	alignas(LULL_LINE_PAIR) _Atomic uint32_t fatal_state;
+	struct lull_fatal fatal;
 };
+
+/* Region state bits (lull_region.state). */
+#define LULL_STATE_CLOSED 1u   /* shut down: no new claims */
+#define LULL_STATE_DISCARD 2u  /* immediate: drop what is undelivered */
+#define LULL_STATE_FATAL 4u    /* a fatal record precedes the poison */
+#define LULL_STATE_NO_CONSUMER 8u /* lull_ring_close(): nobody reads */
+#define LULL_STATE_SEALED 16u  /* the consumer chose fatal-or-poison */
+
+/* MPSC: the tail's low bit says closed, so a claim CAS can never pass a
+ * shutdown (positions are multiples of 8). */
+#define LULL_TAIL_CLOSED 1u
+#define LULL_TAIL_FLAGS 7u
 
 /* Values of the park word. */
 #define LULL_PARK_AWAKE 0u
@@ -126,6 +155,8 @@ static_assert(offsetof(struct lull_region, head) == 256, "region layout");
 static_assert(offsetof(struct lull_region, producers) == 384,
 	      "region layout");
 static_assert(offsetof(struct lull_region, park) == 512, "region layout");
+static_assert(offsetof(struct lull_region, fatal_state) == 640,
+	      "region layout");
 static_assert(sizeof(struct lull_region) <= LULL_REGION_DATA_OFFSET,
 	      "region header overlaps the data");
 
@@ -167,6 +198,15 @@ struct lull_ring {
 	uint64_t tail_cache;                    /* SPSC: last tail seen */
 	bool peeked;
 
+	/*
+	 * Shutdown as the consumer sees it (ring_read.c): once the region is
+	 * closed and the final position known, what is left to hand out.
+	 */
+	uint8_t closing;     /* LULL_CLOSING_* */
+	uint64_t final_tail; /* records end here (from LULL_CLOSING_DRAIN) */
+	bool peeked_closure; /* the peeked record is the fatal or poison */
+	uint64_t peek_end;   /* where release moves the head */
+
 	/* Consumer-side park state (park.c, park_uring.c). */
 	uint64_t spin_ns;
 	uint64_t safety_ns;
@@ -184,6 +224,13 @@ struct lull_ring {
 	struct __kernel_timespec uring_timeout;
 };
 
+/* The consumer's view of a shutdown, in order. */
+#define LULL_CLOSING_OPEN 0   /* not closed, as far as it has seen */
+#define LULL_CLOSING_DRAIN 1  /* closed; records up to final_tail remain */
+#define LULL_CLOSING_FATAL 2  /* the fatal record is next */
+#define LULL_CLOSING_POISON 3 /* the poison record is next */
+#define LULL_CLOSING_DONE 4   /* poison consumed (or closed by us): -EPIPE */
+
 /* One producer's private state, allocated on its own lines. */
 struct lull_producer {
 	alignas(LULL_LINE_PAIR) struct lull_ring *ring;
@@ -196,6 +243,10 @@ struct lull_producer {
 	uint64_t head_cache; /* the consumer's head, last time we looked */
 	bool asym_barrier;   /* LULL_REGION_ASYM_BARRIER */
 	int32_t pid;         /* ours, to tell whether wake_fd is usable */
+	/* LULL_PRODUCER_THREAD: the owner thread's list of bound producers */
+	bool thread_bound;
+	pthread_t owner;
+	struct lull_producer *bound_next;
 
 	/* The outstanding claim, if any. */
 	bool claimed;
@@ -264,6 +315,13 @@ static inline int lull__check_record(const struct lull_producer *prod,
  */
 void lull__wake(struct lull_producer *prod, uint32_t seen);
 
+/*
+ * Wake a consumer that the park word says is parked (@seen), on behalf of
+ * process @pid: the producers' wake-up, also used by shutdown.
+ */
+void lull__wake_region(struct lull_region *region, uint32_t seen,
+		       int32_t pid);
+
 static inline void lull__notify(struct lull_producer *prod)
 {
 	uint32_t seen;
@@ -279,8 +337,35 @@ static inline void lull__notify(struct lull_producer *prod)
 		lull__wake(prod, seen);
 }
 
-/* Consumer: is a committed record readable at the head right now? */
+/*
+ * Consumer: is there something to hand out right now: a committed record,
+ * or after a shutdown the fatal or poison record, or -EPIPE?
+ */
 bool lull__ring_readable(struct lull_ring *ring);
+
+/* Consumer: is this ring past its poison (or closed by its consumer)? */
+static inline bool lull__ring_done(const struct lull_ring *ring)
+{
+	return ring->closing == LULL_CLOSING_DONE;
+}
+
+/*
+ * Shut a region down; @how is LULL_SHUTDOWN_*, @extra more state bits to
+ * set with it.  Returns the state before.  Any thread, signal-safe.
+ */
+uint32_t lull__shutdown(struct lull_region *region, unsigned how,
+			uint32_t extra);
+
+/* LULL_PRODUCER_THREAD: tie @prod to the calling thread, or untie it
+ * (-EPERM from another thread). */
+int lull__bind_to_thread(struct lull_producer *prod);
+int lull__unbind_from_thread(struct lull_producer *prod);
+
+/* The region's state word, for producers' fast checks. */
+static inline uint32_t lull__state(const struct lull_region *region)
+{
+	return atomic_load_explicit(&region->state, memory_order_relaxed);
+}
 
 /* Consumer: the park barrier, the mirror of lull__notify()'s. */
 void lull__park_barrier(struct lull_ring *ring);

@@ -102,7 +102,7 @@ LULL_EXPORT int lull_loop_create(struct lull_loop **loopp,
 	loop->safety_ns = cfg->safety_timeout_ns
 				  ? cfg->safety_timeout_ns
 				  : LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
-	atomic_init(&loop->stop_requested, false);
+	atomic_init(&loop->stop_requests, 0);
 	/*
 	 * Blocking: an io_uring read of a non-blocking file fails with -EAGAIN
 	 * instead of waiting.  The epoll backend makes it non-blocking.
@@ -284,14 +284,17 @@ LULL_EXPORT int lull_loop_detach(struct lull_loop *loop,
 
 /*
  * One batch from every ring.  Returns true when some ring may hold more
- * (it filled its batch), so the loop should not park yet.
+ * (it filled its batch, or it ended), so the loop should not park yet.  A
+ * ring whose handler consumed the poison record is detached: there is
+ * nothing more to read from it, and its owner may destroy it.
  */
 static bool drain_rings(struct lull_loop *loop)
 {
 	bool more = false;
+	unsigned i = 0;
 	int n;
 
-	for (unsigned i = 0; i < loop->nrings; i++) {
+	while (i < loop->nrings) {
 		struct loop_ring *lr = loop->rings[i];
 
 		n = lull_ring_read(lr->ring, lr->fn, lr->ctx, lr->batch);
@@ -299,9 +302,42 @@ static bool drain_rings(struct lull_loop *loop)
 			loop->stats.records += (unsigned)n;
 			if ((unsigned)n >= lr->batch)
 				more = true;
+		} else if (n == -EPIPE) {
+			lull_loop_detach(loop, lr->ring); /* moves the last in */
+			more = true;
+			continue;
 		}
+		i++;
 	}
 	return more;
+}
+
+/* Has lull_loop_stop() been called since the loop last acted on it? */
+static bool stop_pending(struct lull_loop *loop)
+{
+	/* Pairs with the release RMW in lull_loop_stop(). */
+	return atomic_load_explicit(&loop->stop_requests,
+				    memory_order_acquire) != loop->stops_seen;
+}
+
+/*
+ * Act on lull_loop_stop(): the first shuts every attached ring down
+ * gracefully (each on its own: one ring's state never keeps the others
+ * from closing), a second one immediately.  The loop then runs on until
+ * every ring has delivered its poison and detached.
+ */
+static void stop_rings(struct lull_loop *loop)
+{
+	unsigned stops = atomic_load_explicit(&loop->stop_requests,
+					      memory_order_acquire);
+	unsigned how = stops - loop->stops_at_run >= 2
+			       ? LULL_SHUTDOWN_IMMEDIATE
+			       : LULL_SHUTDOWN_GRACEFUL;
+
+	loop->stops_seen = stops;
+	loop->stopping = true;
+	for (unsigned i = 0; i < loop->nrings; i++)
+		lull_ring_shutdown(loop->rings[i]->ring, how);
 }
 
 /* --- user SQEs, timers, signals --------------------------------------- */
@@ -517,9 +553,9 @@ LULL_EXPORT int lull_loop_stop(struct lull_loop *loop)
 {
 	if (!loop)
 		return -EINVAL;
-	/* Pairs with the acquire load in lull_loop_run(). */
-	atomic_store_explicit(&loop->stop_requested, true,
-			      memory_order_release);
+	/* Pairs with the acquire load in stop_pending(). */
+	atomic_fetch_add_explicit(&loop->stop_requests, 1,
+				  memory_order_release);
 	/* Wakes a parked loop; async-signal-safe, like the store above. */
 	LULL_SYSCALL(eventfd_write(loop->kick_fd, 1));
 	return 0;
@@ -672,9 +708,7 @@ static bool park_begin(struct lull_loop *loop, uint32_t how)
 	for (i = 0; i < loop->nrings; i++)
 		if (lull__ring_readable(loop->rings[i]->ring))
 			break;
-	if (i == loop->nrings &&
-	    !atomic_load_explicit(&loop->stop_requested,
-				  memory_order_acquire))
+	if (i == loop->nrings && !stop_pending(loop))
 		return true;
 	for (i = 0; i < loop->nrings; i++) {
 		lull__park_end(loop->rings[i]->ring);
@@ -778,9 +812,12 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 		loop->uring_enabled = true;
 	}
 	loop->running = true;
-	/* Pairs with the release store in lull_loop_stop(). */
-	while (!atomic_load_explicit(&loop->stop_requested,
-				     memory_order_acquire)) {
+	loop->stops_at_run = loop->stops_seen;
+	for (;;) {
+		if (stop_pending(loop))
+			stop_rings(loop);
+		if (loop->stopping && !loop->nrings)
+			break;
 		loop->stats.iterations++;
 		busy = false;
 		if (loop->has_uring)
@@ -806,7 +843,9 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 			break;
 	}
 	loop->running = false;
-	atomic_store_explicit(&loop->stop_requested, false,
-			      memory_order_relaxed);
+	loop->stopping = false;
+	/* Stops that came while stopping are spent with this run. */
+	loop->stops_seen = atomic_load_explicit(&loop->stop_requests,
+						memory_order_acquire);
 	return ret < 0 ? ret : 0;
 }

@@ -70,7 +70,10 @@ struct lull_loop {
 	bool uring_enabled; /* IORING_SETUP_R_DISABLED was lifted */
 	bool no_iowait;
 	bool any_asym; /* an attached ring uses the asymmetric barrier */
-	_Atomic bool stop_requested;
+	_Atomic unsigned stop_requests; /* lull_loop_stop() calls */
+	unsigned stops_seen;            /* of them, acted upon */
+	unsigned stops_at_run;          /* stops_seen when the run began */
+	bool stopping;                  /* rings shut down, draining */
 
 	struct io_uring uring;
 	int epfd;

@@ -49,12 +49,13 @@ static void futex_wake_one(_Atomic uint32_t *word)
 }
 
 /*
- * Producer, out of line: the consumer looked parked.  Several producers may
- * get here for the same park; the CAS lets exactly one of them wake it.
+ * Out of line: the consumer looked parked.  Several producers (and a
+ * shutdown) may get here for the same park; the CAS lets exactly one of
+ * them wake it.
  */
-void lull__wake(struct lull_producer *prod, uint32_t seen)
+void lull__wake_region(struct lull_region *region, uint32_t seen,
+		       int32_t pid)
 {
-	struct lull_region *region = prod->region;
 	int fd;
 
 	/*
@@ -65,7 +66,7 @@ void lull__wake(struct lull_producer *prod, uint32_t seen)
 	 */
 	if (seen == LULL_PARK_EVENTFD &&
 	    atomic_load_explicit(&region->wake_pid, memory_order_relaxed) !=
-		    prod->pid)
+		    pid)
 		return;
 	/*
 	 * wake_claim.  Relaxed: the CAS only decides who wakes; the record
@@ -76,6 +77,7 @@ void lull__wake(struct lull_producer *prod, uint32_t seen)
 		    &region->park, &seen, LULL_PARK_AWAKE,
 		    memory_order_relaxed, memory_order_relaxed))
 		return;
+	/* wake */
 	if (seen == LULL_PARK_FUTEX) {
 		futex_wake_one(&region->park);
 	} else {
@@ -95,6 +97,11 @@ void lull__wake(struct lull_producer *prod, uint32_t seen)
 					  memory_order_release);
 	}
 	atomic_fetch_add_explicit(&region->wakes, 1, memory_order_relaxed);
+}
+
+void lull__wake(struct lull_producer *prod, uint32_t seen)
+{
+	lull__wake_region(prod->region, seen, prod->pid);
 }
 
 void lull__wake_fd_set(struct lull_region *region, int fd)
@@ -277,6 +284,8 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		return -EPERM;
 	if (ring->uring_pending || ring->loop)
 		return -EBUSY;
+	if (lull__ring_done(ring))
+		return -EPIPE;
 	if (lull__ring_readable(ring))
 		return 0;
 	if (timeout_ns == 0)

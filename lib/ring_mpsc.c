@@ -15,7 +15,7 @@
 /*
  * Claim a record of @length bytes (header included), with the padding it
  * needs at the wrap, and mark it claimed.  Returns 0 and the position of the
- * record header in *posp, or -EAGAIN.
+ * record header in *posp, or -EAGAIN, or -EPIPE after a shutdown.
  */
 static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 			       uint64_t *posp)
@@ -29,6 +29,12 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 	/* Relaxed: the CAS below validates whatever we read here. */
 	tail = atomic_load_explicit(&region->tail, memory_order_relaxed);
 	for (;;) {
+		/*
+		 * Closed is a bit of tail itself, so the CAS that claims
+		 * space also proves the ring was open at that instant.
+		 */
+		if (unlikely(tail & LULL_TAIL_CLOSED))
+			return -EPIPE;
 		pad = lull__wrap_padding(tail, prod->mask, size);
 		end = tail + pad + size;
 		/*

@@ -38,6 +38,9 @@ next_record(struct lull_ring *ring, uint32_t mode, uint64_t pos,
 				ring->tail_cache = atomic_load_explicit(
 					&ring->region->tail,
 					memory_order_acquire);
+				/* Closing: nothing past the final tail. */
+				if (unlikely(ring->closing != LULL_CLOSING_OPEN))
+					ring->tail_cache = ring->final_tail;
 				if (pos == ring->tail_cache)
 					break;
 			}
@@ -117,6 +120,116 @@ static inline void advance_head(struct lull_ring *ring, uint32_t mode,
 	atomic_store_explicit(&ring->region->head, to, memory_order_release);
 }
 
+/*
+ * Shutdown, as the consumer sees it.  When nothing is readable, the
+ * consumer asks closure_next() what comes next: nothing yet (0: the ring is
+ * open, or records before the final tail are still being committed), the
+ * fatal or poison record (1, filled into *rec), or -EPIPE once the poison
+ * was consumed.  The steps:
+ *
+ *   OPEN  --state CLOSED seen, final tail known-->  DRAIN
+ *   DRAIN --head reached the final tail, sealed-->  FATAL or POISON
+ *   FATAL --consumed-->  POISON  --consumed-->  DONE (-EPIPE)
+ */
+static const uint64_t no_payload;
+
+/*
+ * The position no record will pass any more.  MPSC: the closed tail,
+ * since claims stop at the bit.  SPSC: the tail, once the producer is not
+ * inside a write (see spsc_enter()); false when it still is, and its
+ * spsc_leave() will wake us.
+ */
+static bool closure_final_tail(struct lull_ring *ring, uint32_t state,
+			       uint64_t *finalp)
+{
+	struct lull_region *region = ring->region;
+
+	if (ring->mode == LULL_RING_MPSC) {
+		/*
+		 * lull__shutdown() sets the tail's bit before the state's
+		 * (seq_cst), and we acquired the state: the bit is there.
+		 */
+		*finalp = atomic_load_explicit(&region->tail,
+					       memory_order_acquire) &
+			  ~(uint64_t)LULL_TAIL_FLAGS;
+		return true;
+	}
+	if (!(state & LULL_STATE_DISCARD)) {
+		/*
+		 * Pairs with the barrier in spsc_enter(): either we see the
+		 * producer busy, or its next state check sees the shutdown.
+		 * Acquire pairs with spsc_leave()'s release of busy.
+		 */
+		lull__park_barrier(ring);
+		if (atomic_load_explicit(&region->busy, memory_order_acquire))
+			return false;
+	}
+	/* Pairs with the producer's release store of tail. */
+	*finalp = atomic_load_explicit(&region->tail, memory_order_acquire);
+	return true;
+}
+
+static __attribute__((noinline)) int
+closure_next(struct lull_ring *ring, uint64_t *posp, struct lull_record *rec)
+{
+	struct lull_region *region = ring->region;
+	uint32_t state, sealed;
+
+	switch (ring->closing) {
+	case LULL_CLOSING_OPEN:
+		/* Pairs with the seq_cst RMWs of lull__shutdown(). */
+		state = atomic_load_explicit(&region->state,
+					     memory_order_acquire);
+		if (!(state & LULL_STATE_CLOSED) ||
+		    !closure_final_tail(ring, state, &ring->final_tail))
+			return 0;
+		ring->closing = LULL_CLOSING_DRAIN;
+		/* fall through */
+	case LULL_CLOSING_DRAIN:
+		state = atomic_load_explicit(&region->state,
+					     memory_order_acquire);
+		if (state & LULL_STATE_DISCARD)
+			*posp = ring->final_tail;
+		if (*posp != ring->final_tail)
+			return 0;
+		/*
+		 * Seal: from this RMW on a fatal report is too late.  Both
+		 * are RMWs of state, so either we see its FATAL bit (and,
+		 * acquiring it, the report) or it sees our SEALED bit and
+		 * tells its caller -EPIPE.
+		 */
+		sealed = atomic_fetch_or_explicit(&region->state,
+						  LULL_STATE_SEALED,
+						  memory_order_acq_rel);
+		ring->closing = sealed & LULL_STATE_FATAL ? LULL_CLOSING_FATAL
+							  : LULL_CLOSING_POISON;
+		break;
+	case LULL_CLOSING_DONE:
+		return -EPIPE;
+	default:
+		break;
+	}
+	if (ring->closing == LULL_CLOSING_FATAL) {
+		rec->data = &region->fatal;
+		rec->len = (uint32_t)offsetof(struct lull_fatal, message) +
+			   region->fatal.length;
+		rec->type = LULL_TYPE_FATAL;
+	} else {
+		rec->data = &no_payload;
+		rec->len = 0;
+		rec->type = LULL_TYPE_POISON;
+	}
+	return 1;
+}
+
+/* The fatal or poison record was consumed: on to the next step. */
+static void closure_consume(struct lull_ring *ring)
+{
+	ring->closing = ring->closing == LULL_CLOSING_FATAL
+				? LULL_CLOSING_POISON
+				: LULL_CLOSING_DONE;
+}
+
 static inline __attribute__((always_inline)) int
 read_batch(struct lull_ring *ring, uint32_t mode, lull_record_fn fn,
 	   void *ctx, unsigned limit)
@@ -135,6 +248,23 @@ read_batch(struct lull_ring *ring, uint32_t mode, lull_record_fn fn,
 				return count ? (int)count : found;
 			}
 			pos = end; /* past trailing padding */
+			if (count)
+				break;
+			/* Empty: is it the end?  The fatal and poison
+			 * records come alone, one per batch. */
+			found = closure_next(ring, &pos, &rec);
+			if (found < 0) {
+				advance_head(ring, mode, pos);
+				return found;
+			}
+			if (found > 0) {
+				if (fn(&rec, ctx) == LULL_READ_KEEP) {
+					kept = true;
+				} else {
+					closure_consume(ring);
+					count++;
+				}
+			}
 			break;
 		}
 		verdict = fn(&rec, ctx);
@@ -178,13 +308,24 @@ LULL_EXPORT int lull_ring_read(struct lull_ring *ring, lull_record_fn fn,
 	return read_batch(ring, LULL_RING_MPSC, fn, ctx, limit);
 }
 
-/* next_record() for the ring's own topology, for the cold callers. */
-static int next_record_any(struct lull_ring *ring, struct lull_record *rec,
-			   uint64_t *endp)
+/*
+ * The next thing to hand out for the cold callers: a record (1), the fatal
+ * or poison record (2), nothing (0) or -EPIPE / -EPROTO.  *endp is where
+ * the head goes once it is consumed.
+ */
+static int next_any(struct lull_ring *ring, struct lull_record *rec,
+		    uint64_t *endp)
 {
+	int found;
+
 	if (ring->mode == LULL_RING_SPSC)
-		return next_record(ring, LULL_RING_SPSC, ring->head, rec, endp);
-	return next_record(ring, LULL_RING_MPSC, ring->head, rec, endp);
+		found = next_record(ring, LULL_RING_SPSC, ring->head, rec, endp);
+	else
+		found = next_record(ring, LULL_RING_MPSC, ring->head, rec, endp);
+	if (found != 0)
+		return found;
+	found = closure_next(ring, endp, rec);
+	return found > 0 ? 2 : found;
 }
 
 LULL_EXPORT int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec)
@@ -197,18 +338,17 @@ LULL_EXPORT int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec)
 		return ret;
 	if (unlikely(!rec))
 		return -EINVAL;
-	found = next_record_any(ring, rec, &end);
+	found = next_any(ring, rec, &end);
 	if (found <= 0)
 		return found < 0 ? found : -EAGAIN;
 	ring->peeked = true;
+	ring->peeked_closure = found == 2;
+	ring->peek_end = end;
 	return 0;
 }
 
 LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 {
-	struct lull_record rec;
-	uint64_t end;
-	int found;
 	int ret = consumer_check(ring);
 
 	if (unlikely(ret < 0))
@@ -216,17 +356,13 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 	if (unlikely(!ring->peeked))
 		return -EINVAL;
 	ring->peeked = false;
-	/*
-	 * The peeked record is still the next one (committed records do not
-	 * change until consumed): find its end again.
-	 */
-	found = next_record_any(ring, &rec, &end);
-	if (unlikely(found <= 0))
-		return -EPROTO;
+	/* Committed records do not change until consumed: peek_end holds. */
 	if (ring->mode == LULL_RING_SPSC)
-		advance_head(ring, LULL_RING_SPSC, end);
+		advance_head(ring, LULL_RING_SPSC, ring->peek_end);
 	else
-		advance_head(ring, LULL_RING_MPSC, end);
+		advance_head(ring, LULL_RING_MPSC, ring->peek_end);
+	if (ring->peeked_closure)
+		closure_consume(ring);
 	return 0;
 }
 
@@ -235,5 +371,17 @@ bool lull__ring_readable(struct lull_ring *ring)
 	struct lull_record rec;
 	uint64_t end;
 
-	return next_record_any(ring, &rec, &end) != 0;
+	return next_any(ring, &rec, &end) != 0;
+}
+
+LULL_EXPORT int lull_ring_close(struct lull_ring *ring)
+{
+	int ret = consumer_check(ring);
+
+	if (ret < 0)
+		return ret;
+	ring->closing = LULL_CLOSING_DONE;
+	lull__shutdown(ring->region, LULL_SHUTDOWN_IMMEDIATE,
+		       LULL_STATE_NO_CONSUMER);
+	return 0;
 }

@@ -122,6 +122,9 @@ static void region_format(struct lull_region *region, size_t size,
 	atomic_init(&region->producers, 0);
 	atomic_init(&region->consumer, 0);
 	atomic_init(&region->park, LULL_PARK_AWAKE);
+	atomic_init(&region->state, 0);
+	atomic_init(&region->busy, 0);
+	atomic_init(&region->fatal_state, 0);
 	atomic_init(&region->wake_fd, -1);
 	atomic_init(&region->wake_pid, 0);
 	atomic_init(&region->wakers, 0);
@@ -279,7 +282,7 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	struct lull_region *region;
 	struct lull_producer *prod;
 
-	if (!ring || !prodp || flags)
+	if (!ring || !prodp || (flags & ~LULL_PRODUCER_THREAD))
 		return -EINVAL;
 	region = ring->region;
 	prod = aligned_alloc(LULL_LINE_PAIR, sizeof(*prod));
@@ -304,6 +307,25 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	} else {
 		atomic_fetch_add_explicit(&region->producers, 1,
 					  memory_order_relaxed);
+	}
+	/*
+	 * A ring that was shut down takes no new producers.  One attaching
+	 * while the last one detaches may still get in and find the ring
+	 * closed a moment later; its writes then fail with -EPIPE, as they
+	 * would for any producer caught by a shutdown.
+	 */
+	if (atomic_load_explicit(&region->state, memory_order_seq_cst) &
+	    LULL_STATE_CLOSED) {
+		atomic_fetch_sub_explicit(&region->producers, 1,
+					  memory_order_release);
+		free(prod);
+		return -EPIPE;
+	}
+	if ((flags & LULL_PRODUCER_THREAD) && lull__bind_to_thread(prod) < 0) {
+		atomic_fetch_sub_explicit(&region->producers, 1,
+					  memory_order_release);
+		free(prod);
+		return -ENOMEM;
 	}
 	atomic_fetch_add_explicit(&ring->attached, 1, memory_order_relaxed);
 
@@ -333,16 +355,21 @@ LULL_EXPORT int lull_producer_detach(struct lull_producer *prod)
 
 	if (!prod)
 		return -EINVAL;
+	if (lull__unbind_from_thread(prod) < 0)
+		return -EPERM;
 	ring = prod->ring;
 	if (prod->claimed)
 		(void)(prod->mode == LULL_RING_SPSC ? lull_spsc_abort(prod)
 						    : lull_mpsc_abort(prod));
 	/*
-	 * Pairs with the acquire CAS in lull_producer_attach(): the next SPSC
-	 * producer sees our last tail store.
+	 * Release pairs with the acquire CAS in lull_producer_attach(): the
+	 * next SPSC producer sees our last tail store.  seq_cst keeps it
+	 * ordered with the state check of a racing attach.  The last one out
+	 * closes the ring, as a channel closes with its last sender.
 	 */
-	atomic_fetch_sub_explicit(&prod->region->producers, 1,
-				  memory_order_release);
+	if (atomic_fetch_sub_explicit(&prod->region->producers, 1,
+				      memory_order_seq_cst) == 1)
+		lull__shutdown(prod->region, LULL_SHUTDOWN_GRACEFUL, 0);
 	atomic_fetch_sub_explicit(&ring->attached, 1, memory_order_relaxed);
 	free(prod);
 	return 0;

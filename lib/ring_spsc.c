@@ -5,7 +5,10 @@
  * The producer owns tail: it writes records past it with plain stores and
  * then publishes them with one release store of tail.  The consumer reads
  * only below the tail it acquired, so it never sees a partial record and
- * the data area needs no zeroing.  No atomic read-modify-write here.
+ * the data area needs no zeroing.  No atomic read-modify-write here: a
+ * write is busy-mark, barrier, state check, copy, tail store, busy clear,
+ * barrier, park check (the barriers are compiler-only in a lull-allocated
+ * region, see lull__notify()).
  */
 #include <string.h>
 
@@ -51,6 +54,45 @@ static inline void spsc_header(struct lull_producer *prod, uint64_t pos,
 	hdr->type = type;
 }
 
+/*
+ * Enter a write or a claim: mark the producer busy, then check for a
+ * shutdown.  The store and the load are the producer's half of a Dekker
+ * handshake with a consumer that saw the shutdown and then reads busy
+ * (ring_read.c, closure_final_tail()): with the barrier between them on
+ * both sides, either the consumer sees busy and waits for this write, or
+ * this check sees the shutdown.  So no record is published after the
+ * consumer settled on the final tail.
+ */
+static inline int spsc_enter(struct lull_producer *prod)
+{
+	/* Relaxed: ordered by the barrier below, like the park barrier. */
+	atomic_store_explicit(&prod->region->busy, 1, memory_order_relaxed);
+	if (prod->asym_barrier)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	if (unlikely(lull__state(prod->region) & LULL_STATE_CLOSED)) {
+		atomic_store_explicit(&prod->region->busy, 0,
+				      memory_order_relaxed);
+		return -EPIPE;
+	}
+	return 0;
+}
+
+/*
+ * Leave it: not busy any more, and wake the consumer if it sleeps (it may
+ * be waiting for exactly this during a shutdown).
+ */
+static inline void spsc_leave(struct lull_producer *prod)
+{
+	/*
+	 * Pairs with the consumer's acquire load of busy: a consumer that
+	 * sees 0 also sees the tail stored before it.
+	 */
+	atomic_store_explicit(&prod->region->busy, 0, memory_order_release);
+	lull__notify(prod);
+}
+
 /* Write the padding (if any) and the record header, then publish. */
 static inline void spsc_publish(struct lull_producer *prod, uint64_t pos,
 				uint64_t end, uint32_t length, int32_t type)
@@ -65,7 +107,6 @@ static inline void spsc_publish(struct lull_producer *prod, uint64_t pos,
 	 * payload written above are visible before the tail that covers them.
 	 */
 	atomic_store_explicit(&prod->region->tail, end, memory_order_release);
-	lull__notify(prod);
 }
 
 static inline int spsc_check(const struct lull_producer *prod)
@@ -93,14 +134,18 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 	if (unlikely(ret < 0))
 		return ret;
 	length = (uint32_t)(LULL_RECORD_HEADER_SIZE + len);
-	ret = spsc_reserve(prod, length, &pos, &end);
+	ret = spsc_enter(prod);
 	if (unlikely(ret < 0))
 		return ret;
-	if (len) /* memcpy from NULL is undefined even for 0 bytes */
-		memcpy(lull__header_at(prod->data, prod->mask, pos) + 1, data,
-		       len);
-	spsc_publish(prod, pos, end, length, type);
-	return 0;
+	ret = spsc_reserve(prod, length, &pos, &end);
+	if (likely(ret == 0)) {
+		if (len) /* memcpy from NULL is undefined even for 0 bytes */
+			memcpy(lull__header_at(prod->data, prod->mask, pos) + 1,
+			       data, len);
+		spsc_publish(prod, pos, end, length, type);
+	}
+	spsc_leave(prod);
+	return ret;
 }
 
 LULL_EXPORT int lull_spsc_writev(struct lull_producer *prod, int32_t type,
@@ -121,13 +166,17 @@ LULL_EXPORT int lull_spsc_writev(struct lull_producer *prod, int32_t type,
 	if (unlikely(ret < 0))
 		return ret;
 	length = (uint32_t)(LULL_RECORD_HEADER_SIZE + len);
-	ret = spsc_reserve(prod, length, &pos, &end);
+	ret = spsc_enter(prod);
 	if (unlikely(ret < 0))
 		return ret;
-	lull__iov_copy(lull__header_at(prod->data, prod->mask, pos) + 1, iov,
-		       iovcnt);
-	spsc_publish(prod, pos, end, length, type);
-	return 0;
+	ret = spsc_reserve(prod, length, &pos, &end);
+	if (likely(ret == 0)) {
+		lull__iov_copy(lull__header_at(prod->data, prod->mask, pos) + 1,
+			       iov, iovcnt);
+		spsc_publish(prod, pos, end, length, type);
+	}
+	spsc_leave(prod);
+	return ret;
 }
 
 LULL_EXPORT int lull_spsc_claim(struct lull_producer *prod, int32_t type,
@@ -146,9 +195,15 @@ LULL_EXPORT int lull_spsc_claim(struct lull_producer *prod, int32_t type,
 	if (unlikely(ret < 0))
 		return ret;
 	length = (uint32_t)(LULL_RECORD_HEADER_SIZE + len);
-	ret = spsc_reserve(prod, length, &pos, &end);
+	ret = spsc_enter(prod);
 	if (unlikely(ret < 0))
 		return ret;
+	ret = spsc_reserve(prod, length, &pos, &end);
+	if (unlikely(ret < 0)) {
+		spsc_leave(prod);
+		return ret;
+	}
+	/* Busy until commit or abort. */
 	prod->claimed = true;
 	prod->claim_type = type;
 	prod->claim_length = length;
@@ -165,6 +220,7 @@ LULL_EXPORT int lull_spsc_commit(struct lull_producer *prod)
 	prod->claimed = false;
 	spsc_publish(prod, prod->claim_pos, prod->claim_end,
 		     prod->claim_length, prod->claim_type);
+	spsc_leave(prod);
 	return 0;
 }
 
@@ -174,5 +230,6 @@ LULL_EXPORT int lull_spsc_abort(struct lull_producer *prod)
 		return -EINVAL;
 	/* Nothing was published: forgetting the claim is enough. */
 	prod->claimed = false;
+	spsc_leave(prod);
 	return 0;
 }

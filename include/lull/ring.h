@@ -55,6 +55,19 @@
  *   -EPERM     the handle does not hold the consumer role
  *   -ENOMEM    allocation failed
  *   -EPROTO    the memory does not hold a lull region of this layout version
+ *   -EPIPE     the ring is shut down: the one code for "closed", for
+ *              producers (after a shutdown, a fatal, the last detach, or the
+ *              consumer's lull_ring_close()) and for the consumer (after
+ *              the poison record)
+ *
+ * Shutdown (docs/DESIGN.md, "Shutdown"): lull_ring_shutdown() may be called
+ * from any thread, any number of times, and from a signal handler.  From
+ * then on every new claim or write fails with -EPIPE; claims already taken
+ * may still commit or abort; the consumer receives every record committed
+ * before the shutdown, in order, then the fatal record if any, then exactly
+ * one poison record, and -EPIPE ever after.  A parked consumer is woken for
+ * it.  The last producer to detach shuts the ring down gracefully, as a
+ * channel closes when its last sender goes.
  */
 #ifndef LULL_RING_H
 #define LULL_RING_H
@@ -84,8 +97,31 @@ extern "C" {
 #define LULL_RING_MIN_CAPACITY ((size_t)1 << 8)
 #define LULL_RING_MAX_CAPACITY ((size_t)1 << 30)
 
-/* Reserved record types.  Padding never reaches a handler. */
+/*
+ * Reserved record types.  Padding never reaches a handler.  After a
+ * shutdown the consumer receives, once each and in this order, the fatal
+ * record (if lull_ring_fatal() was called; its data is a struct
+ * lull_fatal) and the poison record (no data); every read after the poison
+ * is -EPIPE.
+ */
 #define LULL_TYPE_PADDING 0
+#define LULL_TYPE_POISON (-1)
+#define LULL_TYPE_FATAL (-2)
+
+/* The payload of a LULL_TYPE_FATAL record. */
+#define LULL_FATAL_MESSAGE_MAX 256
+struct lull_fatal {
+	int32_t code;    /* the producer's error code */
+	uint32_t length; /* bytes of message, no terminating NUL counted */
+	char message[LULL_FATAL_MESSAGE_MAX]; /* NUL-terminated */
+};
+
+/* lull_ring_shutdown() modes. */
+#define LULL_SHUTDOWN_GRACEFUL 0u  /* deliver what was committed, then poison */
+#define LULL_SHUTDOWN_IMMEDIATE 1u /* discard what is undelivered, poison */
+
+/* lull_producer_attach() flag: detach when the calling thread exits. */
+#define LULL_PRODUCER_THREAD 1u
 
 /* Largest user record type; user types are 1..LULL_TYPE_MAX. */
 #define LULL_TYPE_MAX INT32_MAX
@@ -173,18 +209,52 @@ ssize_t lull_ring_max_payload(const struct lull_ring *ring);
 /*
  * Attach a producer to the ring.  On an SPSC ring only one producer may be
  * attached at a time.  The producer is then used by one thread at a time.
- * @flags must be 0 (reserved for producer lifetime options).
- * Any thread.  Returns 0 and sets *prodp, or -EINVAL, -EBUSY, -ENOMEM.
+ * With LULL_PRODUCER_THREAD it is bound to the calling thread: when that
+ * thread ends by any path (return from its start routine, pthread_exit(),
+ * pthread_cancel()) the producer detaches by itself, aborting a claim it
+ * still holds, so a dead thread never leaves the consumer waiting.
+ * Any thread.  Returns 0 and sets *prodp, or -EINVAL (unknown flags),
+ * -EBUSY (a second SPSC producer), -EPIPE (the ring is shut down), -ENOMEM.
  */
 int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 			 struct lull_producer **prodp);
 
 /*
  * Detach and free a producer.  An outstanding claim is aborted first, so the
- * consumer is never left waiting on it.  The producer's thread, or any
- * thread once that one no longer uses it.  Returns 0 or -EINVAL.
+ * consumer is never left waiting on it.  When it was the last producer
+ * attached to the region, the ring shuts down gracefully.  The producer's
+ * thread, or any thread once that one no longer uses it; a thread-bound
+ * producer only on its own thread.  Returns 0, -EINVAL, or -EPERM (a
+ * thread-bound producer from another thread).
  */
 int lull_producer_detach(struct lull_producer *prod);
+
+/*
+ * Shut the ring down (see "Shutdown" above), gracefully or immediately
+ * (@how: LULL_SHUTDOWN_GRACEFUL or _IMMEDIATE; an immediate shutdown after
+ * a graceful one upgrades it).  Any thread, any handle on the region,
+ * idempotent, async-signal-safe.  Returns 0 or -EINVAL.
+ */
+int lull_ring_shutdown(struct lull_ring *ring, unsigned how);
+
+/*
+ * Report a producer's failure: a fatal record carrying @code and @message
+ * (truncated to LULL_FATAL_MESSAGE_MAX - 1 bytes; NULL for none) is
+ * delivered after every record committed before it and before the poison,
+ * exactly once; then the ring shuts down gracefully.  Only the first
+ * report is kept.  Any thread, any handle, async-signal-safe.  Returns 0,
+ * -EINVAL, -EALREADY (a fatal record was reported before), -EPIPE (the ring
+ * was shut down before, without one).
+ */
+int lull_ring_fatal(struct lull_ring *ring, int32_t code, const char *message);
+
+/*
+ * The consumer is gone: producers' claims and writes fail with -EPIPE from
+ * now on instead of filling the ring, and this handle's reads return
+ * -EPIPE (no poison: the consumer is the one leaving).  The consumer's
+ * thread.  Returns 0, -EINVAL, -EPERM (not the consumer handle).
+ */
+int lull_ring_close(struct lull_ring *ring);
 
 /*
  * SPSC producer calls; the attached producer's thread only.
@@ -201,7 +271,8 @@ int lull_producer_detach(struct lull_producer *prod);
  * NULL @data, negative or too many iov entries, an MPSC producer; commit or
  * abort with no claim), -EMSGSIZE (@len above lull_ring_max_payload()),
  * -EAGAIN (not enough free space now; nothing was written), -EBUSY (claim
- * while a claim is outstanding).
+ * while a claim is outstanding), -EPIPE (write or claim after a shutdown;
+ * a claim taken before it may still commit or abort).
  */
 int lull_spsc_write(struct lull_producer *prod, int32_t type,
 		    const void *data, size_t len);
@@ -234,8 +305,10 @@ int lull_mpsc_abort(struct lull_producer *prod);
  * returns LULL_READ_STOP or LULL_READ_KEEP.  Must not be mixed with an
  * outstanding lull_ring_peek().  The consumer's thread only.
  * Returns the number of records consumed (>= 1, or 0 when @fn kept the
- * first one), or -EAGAIN (no committed record), -EINVAL (NULL, @limit 0, a
- * peek outstanding), -EPERM (not the consumer handle).
+ * first one), or -EAGAIN (no committed record), -EPIPE (shut down and the
+ * poison record already consumed, or lull_ring_close() called), -EINVAL
+ * (NULL, @limit 0, a peek outstanding), -EPERM (not the consumer handle).
+ * The fatal and poison records end a batch.
  */
 int lull_ring_read(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 		   unsigned limit);
@@ -244,7 +317,7 @@ int lull_ring_read(struct lull_ring *ring, lull_record_fn fn, void *ctx,
  * Consumer: look at the next committed record without consuming it.  Calling
  * it again returns the same record until lull_ring_release().  The
  * consumer's thread only.  Returns 0 and fills *rec, or -EAGAIN (no
- * committed record), -EINVAL, -EPERM.
+ * committed record), -EPIPE, -EINVAL, -EPERM.
  */
 int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec);
 

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shutdown.c - how a ring ends: graceful and immediate shutdown, the fatal
+ * report, and producers bound to the lifetime of their thread.  The
+ * consumer's side of it (drain, fatal, poison, -EPIPE) is in ring_read.c.
+ *
+ * Everything a shutdown writes is an atomic read-modify-write of the
+ * region, so it is async-signal-safe and idempotent, and can come from any
+ * thread, any handle, any process that maps the region.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+uint32_t lull__shutdown(struct lull_region *region, unsigned how,
+			uint32_t extra)
+{
+	uint32_t bits = LULL_STATE_CLOSED | extra, old, seen;
+
+	if (how == LULL_SHUTDOWN_IMMEDIATE)
+		bits |= LULL_STATE_DISCARD;
+	/*
+	 * MPSC: close the tail first, so that no claim succeeds after a
+	 * consumer saw the state (it acquires the state, then reads the final
+	 * tail).  seq_cst on both RMWs keeps them in this order for everyone.
+	 */
+	if (region->mode == LULL_RING_MPSC)
+		atomic_fetch_or_explicit(&region->tail, LULL_TAIL_CLOSED,
+					 memory_order_seq_cst);
+	old = atomic_fetch_or_explicit(&region->state, bits,
+				       memory_order_seq_cst);
+	/*
+	 * Wake a parked consumer so it sees the shutdown.  The seq_cst RMW
+	 * above and this load pair with the consumer's park barrier the way a
+	 * producer's commit and check do: either its re-check sees the state,
+	 * or this load sees it parked.
+	 */
+	seen = atomic_load_explicit(&region->park, memory_order_seq_cst);
+	if (seen != LULL_PARK_AWAKE)
+		lull__wake_region(region, seen, (int32_t)getpid());
+	return old;
+}
+
+LULL_EXPORT int lull_ring_shutdown(struct lull_ring *ring, unsigned how)
+{
+	if (!ring || how > LULL_SHUTDOWN_IMMEDIATE)
+		return -EINVAL;
+	lull__shutdown(ring->region, how, 0);
+	return 0;
+}
+
+LULL_EXPORT int lull_ring_fatal(struct lull_ring *ring, int32_t code,
+				const char *message)
+{
+	struct lull_region *region;
+	uint32_t expected = 0, old;
+	size_t len = 0;
+
+	if (!ring)
+		return -EINVAL;
+	region = ring->region;
+	/* Only the first report is kept; its writer owns the fields. */
+	if (!atomic_compare_exchange_strong_explicit(
+		    &region->fatal_state, &expected, 1, memory_order_relaxed,
+		    memory_order_relaxed))
+		return -EALREADY;
+	if (message) {
+		while (len < LULL_FATAL_MESSAGE_MAX - 1 && message[len])
+			len++;
+		memcpy(region->fatal.message, message, len);
+	}
+	region->fatal.message[len] = '\0';
+	region->fatal.length = (uint32_t)len;
+	region->fatal.code = code;
+	/* The fields above are published by the release half of the seq_cst
+	 * RMW of state in lull__shutdown(), which the consumer acquires. */
+	atomic_store_explicit(&region->fatal_state, 2, memory_order_relaxed);
+	old = lull__shutdown(region, LULL_SHUTDOWN_GRACEFUL, LULL_STATE_FATAL);
+	/* Sealed: the consumer had already chosen the poison. */
+	return old & LULL_STATE_SEALED ? -EPIPE : 0;
+}
+
+/*
+ * Producers bound to their thread.  Each thread keeps a list of its bound
+ * producers; a thread-specific key with a destructor detaches them when
+ * the thread ends, however it ends (return, pthread_exit, cancellation):
+ * glibc runs key destructors on every one of those paths.
+ */
+static pthread_key_t bound_key;
+static pthread_once_t bound_once = PTHREAD_ONCE_INIT;
+static int bound_key_error;
+static _Thread_local struct lull_producer *bound_head;
+
+static void bound_thread_exit(void *unused)
+{
+	struct lull_producer *prod;
+
+	(void)unused;
+	while ((prod = bound_head)) {
+		bound_head = prod->bound_next;
+		prod->thread_bound = false;
+		lull_producer_detach(prod);
+	}
+}
+
+static void bound_key_create(void)
+{
+	bound_key_error = pthread_key_create(&bound_key, bound_thread_exit);
+}
+
+int lull__bind_to_thread(struct lull_producer *prod)
+{
+	pthread_once(&bound_once, bound_key_create);
+	if (bound_key_error)
+		return -bound_key_error;
+	/* Any non-NULL value: the destructor only runs for those. */
+	if (pthread_setspecific(bound_key, &bound_head))
+		return -ENOMEM;
+	prod->thread_bound = true;
+	prod->owner = pthread_self();
+	prod->bound_next = bound_head;
+	bound_head = prod;
+	return 0;
+}
+
+int lull__unbind_from_thread(struct lull_producer *prod)
+{
+	struct lull_producer **link;
+
+	if (!prod->thread_bound)
+		return 0;
+	if (!pthread_equal(prod->owner, pthread_self()))
+		return -EPERM;
+	for (link = &bound_head; *link; link = &(*link)->bound_next)
+		if (*link == prod) {
+			*link = prod->bound_next;
+			break;
+		}
+	prod->thread_bound = false;
+	return 0;
+}
