@@ -107,9 +107,12 @@ static inline void advance_head(struct lull_ring *ring, uint32_t mode,
 	/*
 	 * MPSC zeroing is plain stores into memory that producers later
 	 * access atomically; no producer touches it before acquiring the
-	 * head we publish below, so the two never race.
+	 * head we publish below, so the two never race.  Once closing, no
+	 * producer claims again, so nothing needs zeroing, and an immediate
+	 * shutdown that skips claimed records must not write under producers
+	 * still finishing them.
 	 */
-	if (mode == LULL_RING_MPSC)
+	if (mode == LULL_RING_MPSC && ring->closing == LULL_CLOSING_OPEN)
 		zero_span(ring, ring->head, to);
 	ring->head = to;
 	/*

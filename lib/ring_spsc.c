@@ -55,6 +55,20 @@ static inline void spsc_header(struct lull_producer *prod, uint64_t pos,
 }
 
 /*
+ * Leave it: not busy any more, and wake the consumer if it sleeps (it may
+ * be waiting for exactly this during a shutdown).
+ */
+static inline void spsc_leave(struct lull_producer *prod)
+{
+	/*
+	 * Pairs with the consumer's acquire load of busy: a consumer that
+	 * sees 0 also sees the tail stored before it.
+	 */
+	atomic_store_explicit(&prod->region->busy, 0, memory_order_release);
+	lull__notify(prod);
+}
+
+/*
  * Enter a write or a claim: mark the producer busy, then check for a
  * shutdown.  The store and the load are the producer's half of a Dekker
  * handshake with a consumer that saw the shutdown and then reads busy
@@ -72,25 +86,15 @@ static inline int spsc_enter(struct lull_producer *prod)
 	else
 		atomic_thread_fence(memory_order_seq_cst);
 	if (unlikely(lull__state(prod->region) & LULL_STATE_CLOSED)) {
-		atomic_store_explicit(&prod->region->busy, 0,
-				      memory_order_relaxed);
+		/*
+		 * Leave properly, notify included: a closing consumer may
+		 * have seen us busy and parked until we are not (the model
+		 * found the consumer asleep for good without it).
+		 */
+		spsc_leave(prod);
 		return -EPIPE;
 	}
 	return 0;
-}
-
-/*
- * Leave it: not busy any more, and wake the consumer if it sleeps (it may
- * be waiting for exactly this during a shutdown).
- */
-static inline void spsc_leave(struct lull_producer *prod)
-{
-	/*
-	 * Pairs with the consumer's acquire load of busy: a consumer that
-	 * sees 0 also sees the tail stored before it.
-	 */
-	atomic_store_explicit(&prod->region->busy, 0, memory_order_release);
-	lull__notify(prod);
 }
 
 /* Write the padding (if any) and the record header, then publish. */

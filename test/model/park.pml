@@ -2,34 +2,41 @@
 /*
  * park.pml - a Promela model of lull's park/wake handshake: the consumer's
  * announce, barrier, recheck, sleep and unpark (lull__park_begin(),
- * lull_ring_wait(), lull__park_end() and lull__park_account() in
- * lib/park.c) against producers that commit, notify_barrier, check,
- * wake_claim and wake (lull__notify() in lib/internal.h, lull__wake() in
- * lib/park.c).  The labels carry the step names of the C comments.
- * scripts/check-model.sh runs every check below; run it from the repository
- * root.
+ * lull_ring_wait() and lull__park_finish() in lib/park.c) against producers
+ * that commit, notify_barrier, check, wake_claim and wake (lull__notify() in
+ * lib/internal.h, lull__wake_region() in lib/park.c); and, with SHUTDOWN,
+ * how a ring ends: lull__shutdown() in lib/shutdown.c, the producers'
+ * -EPIPE paths (mpsc_reserve() in lib/ring_mpsc.c, spsc_enter() and
+ * spsc_leave() in lib/ring_spsc.c) and the consumer's drain and poison
+ * (closure_next() and closure_final_tail() in lib/ring_read.c).  The labels
+ * carry the step names of the C comments.  scripts/check-model.sh runs every
+ * check below; run it from the repository root.
  *
  * The ring.  Producers claim positions in order (the CAS on tail in
  * mpsc_reserve()) and commit them in any order; the consumer reads only the
  * record at its head (lull__ring_readable()), so a record committed behind a
- * claimed one is not readable yet.  With NPROD 1 this is the SPSC ring.
+ * claimed one is not readable yet.  With NPROD 1 this is the SPSC ring as
+ * far as the park handshake goes; SPSC selects the SPSC ring's own shutdown
+ * (the busy handshake), with NPROD 1.
  *
  * Memory.  Promela runs one statement at a time in one global order, which
  * is sequential consistency.  The handshake's barriers exist for the one
  * reordering that SC hides, a store that waits in the CPU's store buffer
- * while a later load goes ahead (StoreLoad), so the model gives the two
- * stores the handshake depends on a store buffer: a producer's commit (sb[])
- * and the consumer's announce (csb).  A buffered store becomes visible at a
- * moment of its own (the drain processes) or when a barrier drains it.  A
- * buffer holds one store, so a producer's next claim drains its last
- * commit: the model explores fewer reorderings than a CPU, never one a CPU
- * cannot make.
+ * while a later load goes ahead (StoreLoad), so the model gives the stores
+ * the handshakes depend on a store buffer: a producer's commit (sb[]) and,
+ * SPSC, its stores of busy (bsb), and the consumer's announce (csb).  A
+ * buffered store becomes visible at a moment of its own (the drain
+ * processes) or when a barrier drains it.  A buffer holds one store, so a
+ * producer's next store drains its last one, in program order: the model
+ * explores fewer reorderings than a CPU, never one a CPU cannot make.
  *   seq_cst fence        drains the executing thread's buffer
  *   membarrier(2)        drains the consumer's buffer and every producer's:
  *                        a full barrier on every CPU running our threads
  *   futex system calls   full barriers in the kernel
  *   the consumer's exchange in lull__park_end(): drains its own buffer
  *                        first (a read-modify-write reads its own store)
+ *   lull__shutdown()'s seq_cst RMWs and load: the shutdown process buffers
+ *                        nothing
  * Nothing else of the C11 model is modelled: the records' payloads are
  * ordered by release/acquire pairs, which ThreadSanitizer checks.  The
  * consumer's relaxed exchange and the producers' relaxed CAS act on one
@@ -37,11 +44,32 @@
  *
  * The safety net (TIMEOUT) ends a sleep at any moment: its length is not
  * modelled, only that it may fire anywhere, and it fires in no check of
- * property 1 (with it, a lost wake-up would only be late).
+ * properties 1, 4 and 5 (with it, a lost wake-up would only be late).
+ * lull__park_finish() then reads readability before it resets the word and,
+ * when a record is readable, polls the word for up to
+ * LULL_PARK_CLAIM_GRACE_NS so that a producer between its commit and its
+ * wake_claim can claim the wake-up.  The model's grace is the ideal one: the
+ * consumer waits until the word was cleared by someone else or no producer
+ * is between its commit and the end of its wake_claim (inflight); a real
+ * producer preempted for longer than the grace is counted.
  *
  * The futex.  The kernel's FUTEX_WAIT compares the word and queues the
  * waiter in one step (under the hash bucket lock); FUTEX_WAKE dequeues one
  * waiter, or does nothing when none is queued.  waiting is that queue.
+ *
+ * Shutdown (SHUTDOWN).  A shutdown process, any thread, runs
+ * lull__shutdown() once at any moment: MPSC, the tail's CLOSED bit, then
+ * the state's; SPSC, the state's; then it loads the park word and wakes a
+ * parked consumer with the producers' wake_claim.  Every write returns 0 or
+ * -EPIPE: MPSC, the claim fails once the tail's bit is set; SPSC, the
+ * producer marks itself busy, barrier, checks the state (closed: busy 0,
+ * -EPIPE), publishes its tail, clears busy and notifies.  The consumer, when
+ * nothing is readable, asks closure_next(): once it sees CLOSED it settles
+ * the final tail (MPSC: the closed tail; SPSC: barrier, then busy means wait
+ * for the producer's leave to wake it, else the published tail), drains up
+ * to it (waiting, parked, for commits of claims taken before the shutdown),
+ * takes the poison and ends.  The graceful shutdown only: no DISCARD, no
+ * fatal record, no peek, no spinning before a park.
  *
  * Variants, chosen with spin -D (all off: the code as it is, the symmetric
  * barriers of a region whose producers may live in other processes):
@@ -50,15 +78,30 @@
  *                      barrier is membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
  *   TIMEOUT            the safety net: a sleeping consumer may wake up at
  *                      any moment on its own
+ *   SHUTDOWN           a shutdown, and the consumer ends at the poison
+ *   SPSC               with SHUTDOWN and NPROD 1: the SPSC ring's shutdown
+ *   EPIPE_NO_NOTIFY    broken, with SPSC: spsc_enter()'s -EPIPE path clears
+ *                      busy without notifying (how the code first was: a
+ *                      consumer waiting for busy sleeps for good)
  *   NO_PRODUCER_FENCE  broken: no notify_barrier, a producer's check may pass
  *                      its buffered commit (the lost wake-up)
  *   NO_CONSUMER_FENCE  broken: no barrier, the consumer's recheck may pass
  *                      its buffered announce (the lost wake-up)
  *   BROKEN_CLAIM       broken: wake_claim as a load and a store instead of
  *                      one CAS, so two producers can win one park
- *   COUNT_AS_C         property 3 as lib/park.c counts it: readable after
- *                      the exchange, whatever the producers are doing; spin
- *                      finds it counting wake-ups that were on their way
+ *   NO_GRACE           broken: lull__park_finish() without the grace; it
+ *                      counts a wake-up still on its way
+ *   READ_AFTER         broken: readability read after the exchange; it
+ *                      counts a record committed to an awake consumer
+ *   OLD_COUNT          broken: both, the counting lib/park.c had before
+ *   NO_BUSY            broken, SPSC: no busy handshake at all
+ *   NO_BUSY_FENCE      broken, SPSC: no barrier in spsc_enter(), the state
+ *                      check may pass the buffered busy = 1
+ *   NO_CLOSE_BARRIER   broken, SPSC: no barrier in closure_final_tail(),
+ *                      which with ASYM leaves busy = 1 in the producer's
+ *                      buffer
+ *   STATE_FIRST        broken, MPSC: the shutdown sets the state's bit
+ *                      before the tail's
  *   REACH_WAKE_AWAKE   asserts that no futex wake is made after the
  *                      consumer reset the word and went back to reading;
  *                      spin finding it reachable is the expected answer
@@ -70,13 +113,21 @@
  *      the consumer ends only after reading them all, so a consumer asleep
  *      for good (blocked at sleep with no waker left) is an invalid end
  *      state.  Only drain processes may end while blocked (end labels).
- *   2. One wake per park: at most one producer passes wake_claim between two
- *      announces (claims).
- *   3. The safety net finds no lost wake-up: when it fires and the consumer
- *      cleared the word itself (unpark), any record readable at that moment
- *      belongs to a producer still between commit and the end of its
- *      wake_claim, that is a wake-up on its way, not a lost one.  In the
- *      broken variants it finds the record whose wake-up was lost.
+ *   2. One wake per park: at most one producer (or shutdown) passes
+ *      wake_claim between two announces (claims).
+ *   3. The safety net finds no lost wake-up: when it fires, a record was
+ *      readable before the exchange, the grace is over and the consumer
+ *      cleared the word itself (lull__park_finish() counts
+ *      safety_timeouts), that never happens.  In the broken variants it
+ *      counts a wake-up that was lost, or on its way.
+ *   4. Shutdown ends the stream (SHUTDOWN, without TIMEOUT): the consumer
+ *      always ends (asleep for good is an invalid end state), and it has
+ *      then received every record whose write returned 0, before the
+ *      poison.  A write that returned -EPIPE claimed no position, so it has
+ *      no record to deliver.
+ *   5. Exactly one poison, and nothing after it: once everyone is done,
+ *      nothing is readable at the consumer's head (lull_ring_read() reads
+ *      records before it asks closure_next()).
  */
 
 #ifndef NPROD
@@ -87,19 +138,77 @@
 #endif
 #define TOTAL (NPROD * RECORDS)
 
+#if defined(SPSC) && (NPROD != 1 || !defined(SHUTDOWN))
+#error "SPSC needs SHUTDOWN and NPROD 1"
+#endif
+#if defined(SHUTDOWN) && defined(TIMEOUT)
+#error "the shutdown properties are checked without the safety net"
+#endif
+#ifdef OLD_COUNT
+#define NO_GRACE
+#define READ_AFTER
+#endif
+
 #define AWAKE 0  /* LULL_PARK_AWAKE */
 #define PARKED 1 /* LULL_PARK_FUTEX */
 
-byte park = AWAKE;    /* region->park, as every CPU sees it */
-bit committed[TOTAL]; /* record visible as committed (length > 0, or tail) */
-byte tail;            /* next position to claim (region->tail in MPSC) */
-byte head;            /* the consumer's head */
-byte sb[NPROD];       /* a producer's buffered commit: position + 1, or 0 */
-bit csb;              /* the consumer's buffered announce */
-bit waiting;          /* the consumer is queued in FUTEX_WAIT */
-byte claims;          /* wake_claim winners since the last announce */
-byte inflight;        /* producers between commit and the end of check or
-			 wake_claim: wake-ups on their way */
+/* The consumer's view of a shutdown (ring->closing). */
+#define OPEN 0   /* LULL_CLOSING_OPEN */
+#define DRAIN 1  /* LULL_CLOSING_DRAIN */
+#define POISON 3 /* LULL_CLOSING_POISON */
+#define DONE 4   /* LULL_CLOSING_DONE */
+
+/* bsb: an SPSC producer's buffered store of busy. */
+#define BUSY_CLEAR 1 /* busy = 0 */
+#define BUSY_SET 2   /* busy = 1 */
+
+byte park = AWAKE;        /* region->park, as every CPU sees it */
+bit committed[TOTAL + 1]; /* record visible as committed (length > 0, or
+			     below the SPSC tail); one more, never set */
+byte tail;                /* next position to claim (region->tail in MPSC) */
+byte head;                /* the consumer's head */
+byte sb[NPROD];           /* a producer's buffered commit: position + 1, or 0 */
+bit csb;                  /* the consumer's buffered announce */
+bit waiting;              /* the consumer is queued in FUTEX_WAIT */
+byte claims;              /* wake_claim winners since the last announce */
+byte inflight;            /* producers between commit (or an SPSC -EPIPE that
+			     notifies) and the end of check or wake_claim:
+			     wake-ups on their way */
+#ifdef SHUTDOWN
+bit closed;       /* region->state & LULL_STATE_CLOSED */
+bit tail_closed;  /* MPSC: region->tail & LULL_TAIL_CLOSED */
+byte closing;     /* ring->closing */
+byte final;       /* ring->final_tail */
+bit got[TOTAL];   /* delivered (before the poison: the consumer ends there) */
+byte refused;     /* writes that returned -EPIPE */
+byte ended;       /* producers and the shutdown that returned */
+#endif
+#ifdef SPSC
+bit busy;     /* region->busy, as every CPU sees it */
+byte bsb;     /* the producer's buffered store of busy: BUSY_*, or 0 */
+byte ptail;   /* region->tail, the published tail, as every CPU sees it */
+#define PUBLISH(p) ptail = p
+#define DRAIN_BUSY                                                         \
+	if                                                                 \
+	:: bsb != 0 ->                                                     \
+		busy = bsb - 1;                                            \
+		bsb = 0                                                    \
+	:: else                                                            \
+	fi
+#define BUFFERED(i) (sb[i] != 0 || bsb != 0)
+/* next_record(): nothing past the final tail once closing. */
+#define READABLE (committed[head] && (closing == OPEN || head < final))
+#else
+#define PUBLISH(p) skip
+#define DRAIN_BUSY skip
+#define BUFFERED(i) (sb[i] != 0)
+#define READABLE committed[head]
+#endif
+#if defined(SPSC) && !defined(EPIPE_NO_NOTIFY)
+#define EPIPE_NOTIFIES 1 /* an SPSC -EPIPE leaves via spsc_leave() */
+#else
+#define EPIPE_NOTIFIES 0
+#endif
 #ifdef REACH_ABA
 bit epoch; /* flips at each announce */
 #define EPOCH_FLIP epoch = 1 - epoch
@@ -113,15 +222,17 @@ bit parking; /* consumer between announce and its reset of the word */
 #define PARKING(v) skip
 #endif
 
-/* A producer's commit becomes visible. */
+/* A producer's buffered store becomes visible (there is at most one). */
 inline drain_producer(i)
 {
 	if
 	:: sb[i] != 0 ->
 		committed[sb[i] - 1] = 1;
+		PUBLISH(sb[i]);
 		sb[i] = 0
 	:: else
-	fi
+	fi;
+	DRAIN_BUSY
 }
 
 /* The consumer's announce becomes visible: a new park begins. */
@@ -137,6 +248,21 @@ inline drain_consumer()
 	fi
 }
 
+/* membarrier(): our buffer, then a full barrier on every producer. */
+inline membarrier()
+{
+	drain_consumer();
+	i = 0;
+	do
+	:: i < NPROD ->
+		drain_producer(i);
+		i++
+	:: else ->
+		break
+	od;
+	i = 0
+}
+
 /* lull__park_end(): exchange the word to AWAKE. */
 inline park_end()
 {
@@ -146,23 +272,91 @@ inline park_end()
 	PARKING(0)
 }
 
+#ifdef SHUTDOWN
+/*
+ * closure_next() with nothing readable: r = 1 when the poison is next.  It
+ * changes closing as the C does, from the read path and from the recheck
+ * alike (both call it when the ring is empty).
+ */
+inline closure_next(r)
+{
+	if
+	:: closing == OPEN && closed ->
+		/* closure_final_tail() */
+#ifdef SPSC
+#ifdef NO_CLOSE_BARRIER
+		skip;
+#elif defined(ASYM)
+		d_step {
+			membarrier()
+		};
+#else
+		d_step {
+			drain_consumer()
+		};
+#endif
+		if
+		:: busy ->
+			skip /* its spsc_leave() will wake us */
+		:: else ->
+			d_step {
+				final = ptail;
+				closing = DRAIN
+			}
+		fi
+#else
+		d_step {
+			final = tail; /* the closed tail, its bit masked */
+			closing = DRAIN
+		}
+#endif
+	:: else
+	fi;
+	/* DRAIN: at the final tail, seal and hand out the poison. */
+	d_step {
+		if
+		:: closing == DRAIN && head == final ->
+			closing = POISON
+		:: else
+		fi;
+		r = (closing == POISON)
+	}
+}
+#endif
+
 active proctype consumer()
 {
-	bit cleared_self, timed_out, readable, pending;
+	bit cleared_self, timed_out, readable, before;
 	byte i;
 
 next:
+#ifndef SHUTDOWN
 	if
 	:: head == TOTAL -> goto done
 	:: else
 	fi;
+#endif
 	/* lull_ring_read(): take the record at the head if it is committed. */
 	if
-	:: committed[head] ->
-		head++;
+	:: READABLE ->
+		d_step {
+#ifdef SHUTDOWN
+			got[head] = 1;
+#endif
+			head++
+		};
 		goto next
 	:: else
 	fi;
+#ifdef SHUTDOWN
+	/* Nothing readable: is it the end? */
+	closure_next(readable);
+	if
+	:: readable ->
+		goto poison
+	:: else
+	fi;
+#endif
 	/* lull_ring_wait() with an empty ring: lull__park_begin(). */
 announce:
 	d_step {
@@ -173,18 +367,8 @@ barrier:
 #if defined(NO_CONSUMER_FENCE)
 	skip;
 #elif defined(ASYM)
-	/* membarrier(): our buffer, then a full barrier on every producer. */
 	d_step {
-		drain_consumer();
-		i = 0;
-		do
-		:: i < NPROD ->
-			drain_producer(i);
-			i++
-		:: else ->
-			break
-		od;
-		i = 0
+		membarrier()
 	};
 #else
 	/* atomic_thread_fence(memory_order_seq_cst) */
@@ -193,12 +377,24 @@ barrier:
 	};
 #endif
 recheck:
+	/* lull__ring_readable(): a record, or closure_next()'s answer. */
+#ifdef SHUTDOWN
 	if
-	:: committed[head] ->
+	:: READABLE ->
+		readable = 1
+	:: else ->
+		closure_next(readable)
+	fi;
+#else
+	readable = committed[head];
+#endif
+	if
+	:: readable ->
 		/* A record came: lull__park_end() and read (park_cancels). */
 		d_step {
 			park_end();
-			cleared_self = 0
+			cleared_self = 0;
+			readable = 0
 		};
 		goto next
 	:: else
@@ -227,33 +423,76 @@ sleep:
 	}
 #endif
 	fi;
-	/*
-	 * unpark: lull__park_end(), with a snapshot of the ring and of the
-	 * wake-ups on their way for property 3.
-	 */
+	/* unpark: lull__park_finish() */
 unpark:
-	d_step {
-		park_end();
-		readable = committed[head];
-		pending = (inflight > 0)
-	};
-	/* lull__park_account(): safety_timeouts++ when this holds. */
-account:
-#ifdef COUNT_AS_C
-	d_step {
-		assert(!(timed_out && cleared_self && committed[head]))
-	};
-#else
-	assert(!(timed_out && cleared_self && readable) || pending);
+	if
+	:: timed_out ->
+		/* Readability before the exchange. */
+		before = committed[head];
+grace:
+#ifndef NO_GRACE
+		if
+		:: before ->
+			/* the ideal grace: until claimed, or none on its way */
+			(park == AWAKE || inflight == 0)
+		:: else
+		fi;
 #endif
+		d_step {
+			park_end();
+#ifdef READ_AFTER
+			readable = committed[head]
+#else
+			readable = before
+#endif
+		}
+	:: else ->
+		d_step {
+			park_end()
+		}
+	fi;
+	/* account: safety_timeouts++ when this fails. */
+account:
+	assert(!(timed_out && cleared_self && readable));
 	d_step {
 		cleared_self = 0;
 		timed_out = 0;
 		readable = 0;
-		pending = 0
+		before = 0
 	};
 	/* Readable or not (a stale wake-up), lull_ring_wait() loops. */
 	goto next;
+#ifdef SHUTDOWN
+	/*
+	 * Take the poison (closure_consume(): DONE), then check properties 4
+	 * and 5 once the producers and the shutdown returned, with every
+	 * buffered store visible.
+	 */
+poison:
+	closing = DONE;
+	(ended == NPROD + 1);
+	d_step {
+		i = 0;
+		do
+		:: i < NPROD ->
+			drain_producer(i);
+			i++
+		:: else ->
+			break
+		od;
+		assert(tail + refused == TOTAL);
+		i = 0;
+		do
+		:: i < tail ->
+			assert(got[i]);
+			i++
+		:: else ->
+			break
+		od;
+		i = 0;
+		assert(!READABLE)
+	};
+#endif
 done:
 	skip
 }
@@ -263,66 +502,137 @@ active [NPROD] proctype producer()
 	byte me = _pid - 1;
 	byte k, pos, seen;
 	bit won;
+	bit epipe; /* this write returned -EPIPE */
 #ifdef REACH_ABA
 	bit seen_epoch;
 #endif
 
 	do
 	:: k < RECORDS ->
+#ifdef SPSC
 		/*
-		 * mpsc_reserve(): the CAS on tail.  The model's store buffer
-		 * holds one store, so the previous commit drains here (as an
-		 * x86 CAS drains it): fewer reorderings than a real buffer,
-		 * but all of them possible ones.
+		 * spsc_enter(): busy = 1 (relaxed), barrier, check the state.
+		 * The store drains the last one, busy = 0 of the last write.
 		 */
+enter:
+#ifdef NO_BUSY
+		skip;
+#else
 		d_step {
 			drain_producer(me);
-			pos = tail;
-			tail++
+			bsb = BUSY_SET
 		};
-		/* commit: the release store of length (MPSC) or tail (SPSC). */
-commit:
-		d_step {
-			sb[me] = pos + 1;
-			inflight++
-		};
-		/* lull__notify() */
-notify_barrier:
-#if defined(NO_PRODUCER_FENCE) || defined(ASYM)
+#if defined(NO_BUSY_FENCE) || defined(ASYM)
 		skip; /* ASYM: atomic_signal_fence() orders only the compiler */
 #else
 		d_step {
 			drain_producer(me)
 		};
 #endif
-check:
-		d_step {
-			seen = park;
-#ifdef REACH_ABA
-			seen_epoch = epoch;
 #endif
-			if
-			:: seen == AWAKE ->
-				inflight--
-			:: else
-			fi
-		};
+enter_check:
 		if
-		:: seen != AWAKE ->
-			/* lull__wake() */
-wake_claim:
-#ifdef BROKEN_CLAIM
-			if
-			:: park == seen ->
-				park = AWAKE;
-				claims++;
-				won = 1
-			:: else
-			fi;
-			assert(claims <= 1);
-			inflight--;
+		:: closed ->
+			/* -EPIPE: spsc_leave(): busy = 0, then notify. */
+			d_step {
+				drain_producer(me);
+#ifndef NO_BUSY
+				bsb = BUSY_CLEAR;
+#endif
+#if EPIPE_NOTIFIES
+				inflight++;
+#endif
+				refused++;
+				epipe = 1
+			}
+		:: else ->
+			/*
+			 * spsc_reserve(), then commit: spsc_publish()'s
+			 * release store of the tail.
+			 */
+commit:
+			d_step {
+				drain_producer(me);
+				pos = tail;
+				tail++;
+				sb[me] = pos + 1;
+				inflight++
+			};
+			/* spsc_leave(): busy = 0 (release), lull__notify() */
+leave:
+#ifdef NO_BUSY
+			skip
 #else
 			d_step {
+				drain_producer(me);
+				bsb = BUSY_CLEAR
+			}
+#endif
+		fi;
+#else
+		/*
+		 * mpsc_reserve(): the CAS on tail, which fails with -EPIPE
+		 * once the tail's CLOSED bit is set.  The model's store
+		 * buffer holds one store, so the previous commit drains here
+		 * (as an x86 CAS drains it): fewer reorderings than a real
+		 * buffer, but all of them possible ones.
+		 */
+claim:
+		d_step {
+			drain_producer(me);
+#ifdef SHUTDOWN
+			if
+			:: tail_closed ->
+				refused++;
+				epipe = 1
+			:: else ->
+				pos = tail;
+				tail++
+			fi
+#else
+			pos = tail;
+			tail++
+#endif
+		};
+#endif
+		if
+		:: epipe && !EPIPE_NOTIFIES ->
+			skip
+		:: else ->
+#ifndef SPSC
+			/* commit: mpsc_commit_at()'s release store of length */
+commit:
+			d_step {
+				sb[me] = pos + 1;
+				inflight++
+			};
+#endif
+			/* lull__notify() */
+notify_barrier:
+#if defined(NO_PRODUCER_FENCE) || defined(ASYM)
+			skip; /* ASYM: atomic_signal_fence(), compiler only */
+#else
+			d_step {
+				drain_producer(me)
+			};
+#endif
+check:
+			d_step {
+				seen = park;
+#ifdef REACH_ABA
+				seen_epoch = epoch;
+#endif
+				if
+				:: seen == AWAKE ->
+					inflight--
+				:: else
+				fi
+			};
+			if
+			:: seen != AWAKE ->
+				/* lull__wake() */
+wake_claim:
+#ifdef BROKEN_CLAIM
 				if
 				:: park == seen ->
 					park = AWAKE;
@@ -331,36 +641,52 @@ wake_claim:
 				:: else
 				fi;
 				assert(claims <= 1);
-#ifdef REACH_ABA
-				assert(!won || seen_epoch == epoch);
-#endif
-				inflight--
-			};
-#endif
-			if
-			:: won ->
-				/* futex_wake_one(): a full barrier */
-wake:
+				inflight--;
+#else
 				d_step {
-#ifdef REACH_WAKE_AWAKE
-					assert(parking);
+					if
+					:: park == seen ->
+						park = AWAKE;
+						claims++;
+						won = 1
+					:: else
+					fi;
+					assert(claims <= 1);
+#ifdef REACH_ABA
+					assert(!won || seen_epoch == epoch);
 #endif
-					drain_producer(me);
-					waiting = 0
-				}
+					inflight--
+				};
+#endif
+				if
+				:: won ->
+					/* futex_wake_one(): a full barrier */
+wake:
+					d_step {
+#ifdef REACH_WAKE_AWAKE
+						assert(parking);
+#endif
+						drain_producer(me);
+						waiting = 0
+					}
+				:: else
+				fi
 			:: else
 			fi
-		:: else
 		fi;
 		d_step {
 			k++;
 			won = 0;
+			epipe = 0;
 			seen = 0;
 			pos = 0
 		}
 	:: else ->
 		break
-	od
+	od;
+#ifdef SHUTDOWN
+	ended++
+#endif
 }
 
 /* Each store buffer drains on its own, at any moment. */
@@ -371,7 +697,7 @@ active [NPROD] proctype drain()
 end:
 	do
 	:: d_step {
-		sb[me] != 0 ->
+		BUFFERED(me) ->
 		drain_producer(me)
 	}
 	od
@@ -387,3 +713,52 @@ end:
 	}
 	od
 }
+
+#ifdef SHUTDOWN
+/*
+ * lull__shutdown(LULL_SHUTDOWN_GRACEFUL), from any thread at any moment:
+ * seq_cst RMWs, then a seq_cst load of the park word, so it buffers
+ * nothing.
+ */
+active proctype shutdown()
+{
+	byte seen;
+	bit won;
+
+#if !defined(SPSC) && !defined(STATE_FIRST)
+close_tail:
+	tail_closed = 1; /* fetch_or(tail, LULL_TAIL_CLOSED) */
+#endif
+close_state:
+	closed = 1; /* fetch_or(state, LULL_STATE_CLOSED) */
+#if !defined(SPSC) && defined(STATE_FIRST)
+close_tail:
+	tail_closed = 1;
+#endif
+check:
+	seen = park;
+	if
+	:: seen != AWAKE ->
+		/* lull__wake_region() */
+wake_claim:
+		d_step {
+			if
+			:: park == seen ->
+				park = AWAKE;
+				claims++;
+				won = 1
+			:: else
+			fi;
+			assert(claims <= 1)
+		};
+		if
+		:: won ->
+wake:
+			waiting = 0
+		:: else
+		fi
+	:: else
+	fi;
+	ended++
+}
+#endif
