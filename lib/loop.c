@@ -159,22 +159,16 @@ LULL_EXPORT int lull_loop_destroy(struct lull_loop *loop)
 		next_timer = timer->next;
 		free(timer);
 	}
-	/*
-	 * Ops in flight are not on any list in io_uring mode: they are freed
-	 * through their CQEs, which will never come now.  Track them by
-	 * count only; the free list and the epoll lists hold the rest.
-	 */
-	for (op = loop->free_ops; op; op = next_op) {
-		next_op = op->next;
+	/* Every op the loop allocated, in flight or not, is on all_ops. */
+	for (op = loop->all_ops; op; op = next_op) {
+		next_op = op->all_next;
 		free(op);
 	}
-	for (op = loop->pending_ops; op; op = next_op) {
-		next_op = op->next;
-		free(op);
-	}
-	for (op = loop->waiting_ops; op; op = next_op) {
-		next_op = op->next;
-		free(op);
+	while (loop->detached) {
+		struct loop_ring *lr = loop->detached;
+
+		loop->detached = lr->next_detached;
+		free(lr);
 	}
 	if (loop->sigfd >= 0)
 		close(loop->sigfd);
@@ -273,6 +267,8 @@ LULL_EXPORT int lull_loop_detach(struct lull_loop *loop,
 	 */
 	lr->detached = true;
 	lr->ring = NULL;
+	lr->next_detached = loop->detached;
+	loop->detached = lr;
 	sqe = io_uring_get_sqe(&loop->uring);
 	if (sqe) {
 		io_uring_prep_cancel64(sqe, loop_tag(lr, TAG_RING), 0);
@@ -297,10 +293,13 @@ static bool drain_rings(struct lull_loop *loop)
 	while (i < loop->nrings) {
 		struct loop_ring *lr = loop->rings[i];
 
-		n = lull_ring_read(lr->ring, lr->fn, lr->ctx, lr->batch);
+		unsigned batch = lr->batch;
+
+		/* The handler may detach (and free) lr: use only the copy. */
+		n = lull_ring_read(lr->ring, lr->fn, lr->ctx, batch);
 		if (n > 0) {
 			loop->stats.records += (unsigned)n;
-			if ((unsigned)n >= lr->batch)
+			if ((unsigned)n >= batch)
 				more = true;
 		} else if (n == -EPIPE) {
 			lull_loop_detach(loop, lr->ring); /* moves the last in */
@@ -348,10 +347,18 @@ static struct loop_op *op_alloc(struct lull_loop *loop)
 
 	if (op) {
 		loop->free_ops = op->next;
+		struct loop_op *all_next = op->all_next;
+
 		memset(op, 0, sizeof(*op));
+		op->all_next = all_next;
 		return op;
 	}
-	return calloc(1, sizeof(*op));
+	op = calloc(1, sizeof(*op));
+	if (op) {
+		op->all_next = loop->all_ops;
+		loop->all_ops = op;
+	}
+	return op;
 }
 
 void lull__loop_op_complete(struct lull_loop *loop, struct loop_op *op,
@@ -449,8 +456,10 @@ void lull__loop_timer_fired(struct lull_loop *loop,
 			    struct lull_loop_timer *timer)
 {
 	timer->armed = false;
+	timer->firing = true;
 	if (!timer->cancelled)
 		timer->fn(loop, timer->ctx);
+	timer->firing = false;
 	if (timer->cancelled || !timer->interval_ns ||
 	    timer_arm(loop, timer, timer->interval_ns) < 0)
 		timer_free(loop, timer);
@@ -498,7 +507,8 @@ LULL_EXPORT int lull_loop_timer_cancel(struct lull_loop *loop,
 		return -ENOENT;
 	t->cancelled = true;
 	if (!loop->has_uring) {
-		timer_free(loop, t);
+		if (!t->firing) /* else freed when its callback returns */
+			timer_free(loop, t);
 		return 0;
 	}
 	if (!t->armed)
@@ -576,8 +586,14 @@ static void uring_dispatch(struct lull_loop *loop, uint64_t user_data,
 		struct loop_ring *lr = ptr;
 
 		lr->futex_armed = false;
-		if (lr->detached)
+		if (lr->detached) {
+			struct loop_ring **link = &loop->detached;
+
+			while (*link != lr)
+				link = &(*link)->next_detached;
+			*link = lr->next_detached;
 			free(lr);
+		}
 		break;
 	}
 	case TAG_KICK:
@@ -676,6 +692,12 @@ static void uring_arm_futexes(struct lull_loop *loop)
 /* While busy: submit what callbacks queued and reap what completed. */
 static void uring_poll(struct lull_loop *loop)
 {
+	uring_arm_read(loop, &loop->sig_armed, loop->sigfd, &loop->sigbuf,
+		       sizeof(loop->sigbuf), TAG_SIGNAL);
+	/*
+	 * GETEVENTS with no minimum: with DEFER_TASKRUN, completions are
+	 * only posted when the loop's thread asks for events.
+	 */
 	if (loop->ops_in_flight || loop->timers || loop->sigfd >= 0 ||
 	    io_uring_sq_ready(&loop->uring))
 		lull__uring_submit_wait(&loop->uring, 0, NULL, false);
@@ -766,18 +788,22 @@ static int park_epoll(struct lull_loop *loop)
 	next = lull__epoll_next_deadline(loop);
 	if (next != UINT64_MAX) {
 		now = lull__now_ns();
-		if (next <= now)
-			return lull__epoll_wait(loop, 0);
+		if (next <= now) {
+			ret = lull__epoll_wait(loop, 0);
+			return ret < 0 && ret != -EINTR ? ret : 0;
+		}
 		if (next - now < timeout) {
 			timeout = next - now;
 			safety = false;
 		}
 	}
-	if (!park_begin(loop, LULL_PARK_EVENTFD))
-		return lull__epoll_wait(loop, 0);
+	if (!park_begin(loop, LULL_PARK_EVENTFD)) {
+		ret = lull__epoll_wait(loop, 0);
+		return ret < 0 && ret != -EINTR ? ret : 0;
+	}
 	ret = lull__epoll_wait(loop, timeout);
 	park_end(loop, safety && ret == 0);
-	return ret < 0 ? ret : 0;
+	return ret < 0 && ret != -EINTR ? ret : 0;
 }
 
 /* Poll the rings for up to spin_ns; true as soon as one has a record. */
@@ -825,6 +851,9 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 		else
 			lull__epoll_submit(loop);
 		busy |= drain_rings(loop);
+		/* SQEs that callbacks queued start on the next pass. */
+		if (!loop->has_uring && loop->pending_ops)
+			busy = true;
 		if (busy) {
 			/* Do not starve I/O while rings keep us busy. */
 			if (loop->has_uring)
@@ -832,6 +861,8 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 			else if (loop->ops_in_flight || loop->timers ||
 				 loop->sigfd >= 0)
 				ret = lull__epoll_wait(loop, 0);
+			if (ret == -EINTR)
+				ret = 0;
 			if (ret < 0)
 				break;
 			continue;

@@ -87,18 +87,23 @@ static bool op_try(struct loop_op *op, bool ready, uint32_t revents,
 	case IORING_OP_READ:
 		if (!ready)
 			return false;
-		ret = LULL_SYSCALL(sqe->off == UINT64_MAX
-					   ? read(sqe->fd, addr, sqe->len)
-					   : pread(sqe->fd, addr, sqe->len,
-						   (off_t)sqe->off));
+		ret = -ESPIPE;
+		if (sqe->off != UINT64_MAX)
+			ret = LULL_SYSCALL(pread(sqe->fd, addr, sqe->len,
+						 (off_t)sqe->off));
+		/* io_uring ignores the offset of a stream (pipe, socket). */
+		if (ret == -ESPIPE)
+			ret = LULL_SYSCALL(read(sqe->fd, addr, sqe->len));
 		break;
 	case IORING_OP_WRITE:
 		if (!ready)
 			return false;
-		ret = LULL_SYSCALL(sqe->off == UINT64_MAX
-					   ? write(sqe->fd, addr, sqe->len)
-					   : pwrite(sqe->fd, addr, sqe->len,
-						    (off_t)sqe->off));
+		ret = -ESPIPE;
+		if (sqe->off != UINT64_MAX)
+			ret = LULL_SYSCALL(pwrite(sqe->fd, addr, sqe->len,
+						  (off_t)sqe->off));
+		if (ret == -ESPIPE)
+			ret = LULL_SYSCALL(write(sqe->fd, addr, sqe->len));
 		break;
 	case IORING_OP_RECV:
 		ret = LULL_SYSCALL(recv(sqe->fd, addr, sqe->len,
@@ -110,6 +115,9 @@ static bool op_try(struct loop_op *op, bool ready, uint32_t revents,
 						MSG_NOSIGNAL));
 		break;
 	case IORING_OP_ACCEPT:
+		/* accept4() would block on a blocking listener. */
+		if (!ready)
+			return false;
 		ret = LULL_SYSCALL(accept4(
 			sqe->fd, addr,
 			(socklen_t *)(uintptr_t)sqe->addr2,
@@ -306,12 +314,12 @@ static void fire_due(struct lull_loop *loop)
 			again = true;
 			break;
 		}
-		for (timer = loop->timers; timer && !again;
-		     timer = timer->next) {
+		for (timer = loop->timers; timer; timer = timer->next) {
 			if (timer->cancelled || timer->deadline_ns > now)
 				continue;
-			lull__loop_timer_fired(loop, timer);
+			lull__loop_timer_fired(loop, timer); /* may free it */
 			again = true;
+			break;
 		}
 	}
 }
@@ -327,7 +335,7 @@ int lull__epoll_wait(struct lull_loop *loop, uint64_t timeout_ns)
 				    timeout_ms > INT_MAX ? INT_MAX
 							 : (int)timeout_ms));
 	if (n < 0)
-		return n == -EINTR ? 0 : (int)n;
+		return (int)n; /* -EINTR: a signal, not the safety net */
 	for (long i = 0; i < n; i++) {
 		uint64_t key = events[i].data.u64;
 

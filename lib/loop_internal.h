@@ -38,6 +38,7 @@ struct loop_ring {
 	unsigned batch;
 	bool futex_armed; /* URING_FUTEX: a wait on its park word in flight */
 	bool detached;    /* freed when the armed wait completes */
+	struct loop_ring *next_detached; /* loop->detached list */
 };
 
 /* A user SQE in flight.  In epoll mode it also holds the emulated SQE. */
@@ -45,6 +46,7 @@ struct loop_op {
 	lull_cqe_fn fn;
 	void *ctx;
 	struct loop_op *next; /* free list; epoll: pending/waiting lists */
+	struct loop_op *all_next; /* every op the loop allocated */
 	struct io_uring_sqe sqe;
 	/* epoll emulation state */
 	uint64_t deadline_ns; /* TIMEOUT */
@@ -60,6 +62,7 @@ struct lull_loop_timer {
 	struct __kernel_timespec ts; /* io_uring mode: read at submission */
 	bool cancelled;
 	bool armed;                /* io_uring: a TIMEOUT in flight */
+	bool firing;               /* its callback is running */
 	struct lull_loop_timer *next;
 };
 
@@ -89,6 +92,8 @@ struct lull_loop {
 	unsigned nrings;
 	unsigned rings_cap;
 
+	struct loop_op *all_ops;
+	struct loop_ring *detached; /* detached, futex wait still in flight */
 	struct loop_op *free_ops;
 	struct loop_op *pending_ops; /* epoll: queued, not yet started */
 	struct loop_op *waiting_ops; /* epoll: waiting for readiness or time */

@@ -53,7 +53,8 @@ static inline void lull__prep_futex_wait(struct io_uring_sqe *sqe,
 }
 
 /*
- * Submit what is queued and wait for @wait_nr completions, at most
+ * Submit what is queued, post what completed, and wait for @wait_nr
+ * completions (0: do not wait), at most
  * @timeout (NULL: no limit), in one system call, without the wait counting
  * as iowait where the kernel supports that (@no_iowait).  liburing 2.3 has
  * no way to pass IORING_ENTER_NO_IOWAIT, so this publishes the SQ tail the
@@ -82,9 +83,11 @@ static inline int lull__uring_submit_wait(struct io_uring *ring,
 	}
 	/* Pairs with the kernel's release of the SQ head. */
 	submit = tail - io_uring_smp_load_acquire(sq->khead);
-	flags = IORING_ENTER_EXT_ARG;
-	if (wait_nr)
-		flags |= IORING_ENTER_GETEVENTS;
+	/*
+	 * GETEVENTS even with nothing to wait for: with DEFER_TASKRUN,
+	 * completions are posted only when the issuer asks for events.
+	 */
+	flags = IORING_ENTER_EXT_ARG | IORING_ENTER_GETEVENTS;
 	if (no_iowait)
 		flags |= IORING_ENTER_NO_IOWAIT;
 	ret = syscall(__NR_io_uring_enter, ring->ring_fd, submit, wait_nr,
