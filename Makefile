@@ -175,6 +175,9 @@ uninstall:
 clean:
 	rm -rf $(B)
 
+# The streaming text-to-speech example: its own rules and targets.
+-include examples/audio-server/audio.mk
+
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

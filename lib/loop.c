@@ -292,19 +292,19 @@ static bool drain_rings(struct lull_loop *loop)
 
 	while (i < loop->nrings) {
 		struct loop_ring *lr = loop->rings[i];
-
+		struct lull_ring *ring = lr->ring;
 		unsigned batch = lr->batch;
 
-		/* The handler may detach (and free) lr: use only the copy. */
-		n = lull_ring_read(lr->ring, lr->fn, lr->ctx, batch);
+		/* The handler may detach (and free) lr: use only copies. */
+		n = lull_ring_read(ring, lr->fn, lr->ctx, batch);
 		if (n > 0) {
 			loop->stats.records += (unsigned)n;
 			if ((unsigned)n >= batch)
 				more = true;
 		} else if (n == -EPIPE) {
-			lull_loop_detach(loop, lr->ring); /* moves the last in */
-			more = true;
-			continue;
+			/* Moves the last ring into slot i: look at it next. */
+			if (lull_loop_detach(loop, ring) == 0)
+				continue;
 		}
 		i++;
 	}

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian packages a make target needs, and nothing when they are
-# already there.  Usage: scripts/deps.sh build|test|demo|bench
+# already there.  Usage: scripts/deps.sh build|test|demo|bench|audio
 # Runs apt-get as root, or through sudo; prints what it installs.
 set -eu
 
@@ -33,9 +33,19 @@ test)
 	want_file "/usr/lib/$libdir/libtsan.so.2" libtsan2
 	;;
 demo) ;;
+audio)
+	# The text-to-speech server example, its load generator and its test.
+	want_pkgconfig espeak-ng libespeak-ng-dev
+	want_pkgconfig soxr libsoxr-dev
+	want_pkgconfig libcjson libcjson-dev
+	want_file /usr/include/http_parser.h libhttp-parser-dev
+	want_pkgconfig libsodium libsodium-dev
+	want_command gnuplot gnuplot-nox
+	want_command chromium chromium
+	;;
 bench) ;;
 *)
-	echo "usage: $0 build|test|demo|bench" >&2
+	echo "usage: $0 build|test|demo|bench|audio" >&2
 	exit 2
 	;;
 esac
