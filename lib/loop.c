@@ -302,7 +302,12 @@ static bool drain_rings(struct lull_loop *loop)
 			if ((unsigned)n >= batch)
 				more = true;
 		} else if (n == -EPIPE) {
-			/* Moves the last ring into slot i: look at it next. */
+			/*
+			 * Another pass, not a park: the loop may be done.  The
+			 * detach moves the last ring into slot i: look at it
+			 * next.
+			 */
+			more = true;
 			if (lull_loop_detach(loop, ring) == 0)
 				continue;
 		}
