@@ -4,9 +4,15 @@
 # The exit status is non-zero when any suite failed.
 set -u
 B=${B:-build}
-# Records per configuration in the ThreadSanitizer stress runs; TSan slows
-# the ring roughly tenfold, and the plain build still runs the full count.
-TSAN_RECORDS=${TSAN_RECORDS:-3000000}
+# The --records value of each stress program under ThreadSanitizer, which
+# slows them roughly tenfold; the plain build still runs the full count.
+tsan_records() {
+	case $1 in
+	stress_ring) echo "${TSAN_RECORDS_RING:-3000000}" ;;
+	stress_park) echo "${TSAN_RECORDS_PARK:-200000}" ;;
+	*) echo 100000 ;;
+	esac
+}
 passed=0
 failed=0
 failures=""
@@ -65,7 +71,7 @@ done
 for t in "$B"/test/tsan/*; do
 	[ -x "$t" ] && run "tsan $(basename "$t")" env \
 		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		"$t" --records "$TSAN_RECORDS"
+		"$t" --records "$(tsan_records "$(basename "$t")")"
 done
 [ -f test/model/park.pml ] && run "spin model" sh scripts/check-model.sh
 run "install + pkg-config" install_check
