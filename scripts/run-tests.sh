@@ -29,26 +29,36 @@ run() { # name, command...
 	fi
 }
 
-# Install into a staging tree and build an example against it with
-# pkg-config alone, so a broken install, lull.pc or version script fails.
+# Install into a scratch prefix and build an example against it with
+# pkg-config alone, so a broken install, lull.pc or version script fails;
+# then check that DESTDIR is honoured and that uninstall leaves nothing.
 install_check() {
 	stage=$(pwd)/$B/stage
 	rm -rf "$stage"
-	make --no-print-directory install DESTDIR="$stage" PREFIX=/usr \
-		>/dev/null || return 1
-	export PKG_CONFIG_SYSROOT_DIR="$stage"
-	export PKG_CONFIG_LIBDIR="$stage/usr/lib/pkgconfig"
-	# shellcheck disable=SC2046
-	cc -O2 -o "$B/stage/ring_tour" examples/ring_tour.c \
-		$(pkg-config --cflags --libs lull) -pthread || return 1
-	unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
-	readelf -d "$B/stage/ring_tour" | grep -q 'NEEDED.*liblull.so.0' ||
-		{ echo "example is not linked against liblull.so.0"; return 1; }
-	LD_LIBRARY_PATH="$stage/usr/lib" "$B/stage/ring_tour" 200000 ||
+	make --no-print-directory install PREFIX="$stage/prefix" >/dev/null ||
 		return 1
-	make --no-print-directory uninstall DESTDIR="$stage" PREFIX=/usr \
+	# shellcheck disable=SC2046
+	PKG_CONFIG_PATH="$stage/prefix/lib/pkgconfig" \
+		cc -O2 -o "$stage/ring_tour" examples/ring_tour.c \
+		$(PKG_CONFIG_PATH="$stage/prefix/lib/pkgconfig" \
+			pkg-config --cflags --libs lull) -pthread || return 1
+	readelf -d "$stage/ring_tour" | grep -q 'NEEDED.*liblull.so.0' ||
+		{ echo "example is not linked against liblull.so.0"; return 1; }
+	LD_LIBRARY_PATH="$stage/prefix/lib" "$stage/ring_tour" 200000 ||
+		return 1
+	make --no-print-directory uninstall PREFIX="$stage/prefix" \
 		>/dev/null || return 1
-	left=$(find "$stage" -type f -o -type l)
+	make --no-print-directory install DESTDIR="$stage/dest" PREFIX=/usr \
+		>/dev/null || return 1
+	for f in usr/include/lull.h usr/include/lull/ring.h \
+		usr/lib/liblull.so.0 usr/lib/liblull.a usr/lib/pkgconfig/lull.pc; do
+		[ -e "$stage/dest/$f" ] || { echo "install: no $f"; return 1; }
+	done
+	grep -q '^prefix=/usr$' "$stage/dest/usr/lib/pkgconfig/lull.pc" ||
+		{ echo "lull.pc does not say prefix=/usr"; return 1; }
+	make --no-print-directory uninstall DESTDIR="$stage/dest" PREFIX=/usr \
+		>/dev/null || return 1
+	left=$(find "$stage/prefix" "$stage/dest" -type f -o -type l)
 	[ -z "$left" ] || { echo "uninstall left: $left"; return 1; }
 }
 
