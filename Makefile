@@ -86,11 +86,13 @@ $(STLIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(call say,AR,$@) rm -f $@ && $(AR) rcs $@ $^
 
+# lull.pc for the PREFIX given; install writes it again for its own.
+PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|'
+
 $(PCFILE): lull.pc.in Makefile
 	@mkdir -p $(@D)
-	$(call say,GEN,$@) sed -e 's|@PREFIX@|$(PREFIX)|' \
-		-e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-		-e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(call say,GEN,$@) $(PC_SED) $< > $@
 
 # Sanitizer builds compile the library straight into each program.
 $(B)/asan/lib/%.o: lib/%.c
@@ -163,7 +165,8 @@ install: lib
 	ln -sf liblull.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblull.so
 	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
-	install -m 644 $(PCFILE) $(DESTDIR)$(PKGCONFIGDIR)/lull.pc
+	$(PC_SED) lull.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lull.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/lull.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/lull.h

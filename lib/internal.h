@@ -217,6 +217,7 @@ struct lull_ring {
 	unsigned uring_pending; /* its CQEs still to come */
 	bool uring_armed_once;  /* uring_user_data is the caller's */
 	bool uring_sleeping;    /* armed, and none of its CQEs seen yet */
+	uint64_t uring_armed_ns; /* when it was armed */
 	bool uring_cancelled;   /* lull_uring_park_cancel(): do not re-arm */
 	int uring_backend;      /* URING_FUTEX or URING_EVENTFD, 0 unset */
 	struct lull_loop *loop; /* the loop it is attached to, if any */

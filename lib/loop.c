@@ -735,8 +735,11 @@ static bool park_begin(struct lull_loop *loop, uint32_t how)
 	for (i = 0; i < loop->nrings; i++)
 		if (lull__ring_readable(loop->rings[i]->ring))
 			break;
-	if (i == loop->nrings && !stop_pending(loop))
+	if (i == loop->nrings && !stop_pending(loop)) {
+		for (i = 0; i < loop->nrings; i++)
+			lull__count(&loop->rings[i]->ring->region->parks);
 		return true;
+	}
 	for (i = 0; i < loop->nrings; i++) {
 		lull__park_end(loop->rings[i]->ring);
 		lull__count(&loop->rings[i]->ring->region->park_cancels);
@@ -748,12 +751,8 @@ static bool park_begin(struct lull_loop *loop, uint32_t how)
 /* The park is over: every ring awake again, the safety net accounted. */
 static void park_end(struct lull_loop *loop, bool timed_out)
 {
-	for (unsigned i = 0; i < loop->nrings; i++) {
-		struct lull_ring *ring = loop->rings[i]->ring;
-
-		lull__count(&ring->region->parks);
-		lull__park_finish(ring, timed_out);
-	}
+	for (unsigned i = 0; i < loop->nrings; i++)
+		lull__park_finish(loop->rings[i]->ring, timed_out);
 	loop->stats.parks++;
 	if (timed_out)
 		loop->stats.safety_timeouts++;
@@ -778,7 +777,13 @@ static int park_uring(struct lull_loop *loop)
 		       sizeof(loop->sigbuf), TAG_SIGNAL);
 	/* sleep: one system call submits everything and waits */
 	ret = lull__uring_submit_wait(&loop->uring, 1, &ts, loop->no_iowait);
-	park_end(loop, ret == -ETIME);
+	/*
+	 * An enter that also submitted returns the count submitted, not
+	 * -ETIME, when its wait times out: an empty completion queue after
+	 * it is the timeout too.
+	 */
+	park_end(loop, ret == -ETIME ||
+			       (ret >= 0 && !io_uring_cq_ready(&loop->uring)));
 	if (ret == -ETIME || ret == -EINTR || ret == -EBUSY || ret >= 0)
 		return 0;
 	return ret;
@@ -811,12 +816,17 @@ static int park_epoll(struct lull_loop *loop)
 	return ret < 0 && ret != -EINTR ? ret : 0;
 }
 
-/* Poll the rings for up to spin_ns; true as soon as one has a record. */
+/*
+ * Poll the rings for up to spin_ns; true as soon as one has a record or a
+ * stop is requested.
+ */
 static bool spin_for_records(struct lull_loop *loop)
 {
 	uint64_t deadline = lull__now_ns() + loop->spin_ns;
 
 	do {
+		if (stop_pending(loop))
+			return true;
 		for (int k = 0; k < 64; k++) {
 			for (unsigned i = 0; i < loop->nrings; i++)
 				if (lull__ring_readable(loop->rings[i]->ring))

@@ -86,6 +86,7 @@ LULL_EXPORT int lull_uring_park_arm(struct lull_ring *ring,
 	io_uring_sqe_set_data64(timeout, user_data);
 	ring->uring_pending = 2;
 	ring->uring_sleeping = true;
+	ring->uring_armed_ns = lull__now_ns();
 	return 0;
 }
 
@@ -102,12 +103,14 @@ LULL_EXPORT int lull_uring_park_cqe(struct lull_ring *ring,
 		 * The first CQE of the park, whichever: the sleep is over.
 		 * Both carry the caller's user_data, and what a fired link
 		 * timeout reports varies (-ETIME, or the count it cancelled:
-		 * 1 for a futex wait on Linux 6.18), so do not ask: a park
-		 * whose word is still ours was not ended by a producer, and
-		 * lull__park_finish() treats it as timed out.
+		 * 1 for a futex wait on Linux 6.18), so do not ask: the safety
+		 * net fired if the park lasted its length (a cancel or a stale
+		 * wake-up ends it sooner and counts nothing).
 		 */
 		ring->uring_sleeping = false;
-		lull__park_finish(ring, true);
+		lull__park_finish(ring, !ring->uring_cancelled &&
+						lull__now_ns() - ring->uring_armed_ns >=
+							ring->safety_ns);
 	}
 	return 1;
 }

@@ -4,9 +4,15 @@
 # The exit status is non-zero when any suite failed.
 set -u
 B=${B:-build}
-# Records per configuration in the ThreadSanitizer stress runs; TSan slows
-# the ring roughly tenfold, and the plain build still runs the full count.
-TSAN_RECORDS=${TSAN_RECORDS:-3000000}
+# The --records value of each stress program under ThreadSanitizer, which
+# slows them roughly tenfold; the plain build still runs the full count.
+tsan_records() {
+	case $1 in
+	stress_ring) echo "${TSAN_RECORDS_RING:-3000000}" ;;
+	stress_park) echo "${TSAN_RECORDS_PARK:-200000}" ;;
+	*) echo 100000 ;;
+	esac
+}
 passed=0
 failed=0
 failures=""
@@ -23,26 +29,36 @@ run() { # name, command...
 	fi
 }
 
-# Install into a staging tree and build an example against it with
-# pkg-config alone, so a broken install, lull.pc or version script fails.
+# Install into a scratch prefix and build an example against it with
+# pkg-config alone, so a broken install, lull.pc or version script fails;
+# then check that DESTDIR is honoured and that uninstall leaves nothing.
 install_check() {
 	stage=$(pwd)/$B/stage
 	rm -rf "$stage"
-	make --no-print-directory install DESTDIR="$stage" PREFIX=/usr \
-		>/dev/null || return 1
-	export PKG_CONFIG_SYSROOT_DIR="$stage"
-	export PKG_CONFIG_LIBDIR="$stage/usr/lib/pkgconfig"
-	# shellcheck disable=SC2046
-	cc -O2 -o "$B/stage/ring_tour" examples/ring_tour.c \
-		$(pkg-config --cflags --libs lull) -pthread || return 1
-	unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
-	readelf -d "$B/stage/ring_tour" | grep -q 'NEEDED.*liblull.so.0' ||
-		{ echo "example is not linked against liblull.so.0"; return 1; }
-	LD_LIBRARY_PATH="$stage/usr/lib" "$B/stage/ring_tour" 200000 ||
+	make --no-print-directory install PREFIX="$stage/prefix" >/dev/null ||
 		return 1
-	make --no-print-directory uninstall DESTDIR="$stage" PREFIX=/usr \
+	# shellcheck disable=SC2046
+	PKG_CONFIG_PATH="$stage/prefix/lib/pkgconfig" \
+		cc -O2 -o "$stage/ring_tour" examples/ring_tour.c \
+		$(PKG_CONFIG_PATH="$stage/prefix/lib/pkgconfig" \
+			pkg-config --cflags --libs lull) -pthread || return 1
+	readelf -d "$stage/ring_tour" | grep -q 'NEEDED.*liblull.so.0' ||
+		{ echo "example is not linked against liblull.so.0"; return 1; }
+	LD_LIBRARY_PATH="$stage/prefix/lib" "$stage/ring_tour" 200000 ||
+		return 1
+	make --no-print-directory uninstall PREFIX="$stage/prefix" \
 		>/dev/null || return 1
-	left=$(find "$stage" -type f -o -type l)
+	make --no-print-directory install DESTDIR="$stage/dest" PREFIX=/usr \
+		>/dev/null || return 1
+	for f in usr/include/lull.h usr/include/lull/ring.h \
+		usr/lib/liblull.so.0 usr/lib/liblull.a usr/lib/pkgconfig/lull.pc; do
+		[ -e "$stage/dest/$f" ] || { echo "install: no $f"; return 1; }
+	done
+	grep -q '^prefix=/usr$' "$stage/dest/usr/lib/pkgconfig/lull.pc" ||
+		{ echo "lull.pc does not say prefix=/usr"; return 1; }
+	make --no-print-directory uninstall DESTDIR="$stage/dest" PREFIX=/usr \
+		>/dev/null || return 1
+	left=$(find "$stage/prefix" "$stage/dest" -type f -o -type l)
 	[ -z "$left" ] || { echo "uninstall left: $left"; return 1; }
 }
 
@@ -65,7 +81,7 @@ done
 for t in "$B"/test/tsan/*; do
 	[ -x "$t" ] && run "tsan $(basename "$t")" env \
 		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		"$t" --records "$TSAN_RECORDS"
+		"$t" --records "$(tsan_records "$(basename "$t")")"
 done
 [ -f test/model/park.pml ] && run "spin model" sh scripts/check-model.sh
 run "install + pkg-config" install_check
