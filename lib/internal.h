@@ -122,7 +122,7 @@ struct lull_region {
 	 * (stored with release after the fields; lull_ring_fatal()).
 	 */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t fatal_state;
-	struct lull_fatal fatal;
+	alignas(8) struct lull_fatal fatal; /* handed as an 8-aligned record */
 };
 
 /* Region state bits (lull_region.state). */

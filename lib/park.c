@@ -91,8 +91,10 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 					  memory_order_seq_cst);
 		fd = atomic_load_explicit(&region->wake_fd,
 					  memory_order_seq_cst);
+		/* syscall(), not write(): no cancellation point here. */
 		if (fd >= 0)
-			LULL_SYSCALL(eventfd_write(fd, 1));
+			LULL_SYSCALL(syscall(SYS_write, fd, &(uint64_t){ 1 },
+					     sizeof(uint64_t)));
 		atomic_fetch_sub_explicit(&region->wakers, 1,
 					  memory_order_release);
 	}

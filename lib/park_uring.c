@@ -53,6 +53,8 @@ LULL_EXPORT int lull_uring_park_arm(struct lull_ring *ring,
 		return -EALREADY;
 	if (ring->loop)
 		return -EBUSY;
+	if (lull__ring_done(ring))
+		return -EPIPE;
 	if (io_uring_sq_space_left(uring) < 2)
 		return -EBUSY;
 	backend = uring_backend(ring);

@@ -56,6 +56,10 @@ next_record(struct lull_ring *ring, uint32_t mode, uint64_t pos,
 			 */
 			if (unlikely(pos - ring->head > ring->mask))
 				break;
+			/* Closing: nothing is claimed past the final tail. */
+			if (unlikely(ring->closing != LULL_CLOSING_OPEN &&
+				     pos == ring->final_tail))
+				break;
 			hdr = lull__header_at(ring->data, ring->mask, pos);
 			/*
 			 * Pairs with the producer's release store of a
@@ -112,7 +116,7 @@ static inline void advance_head(struct lull_ring *ring, uint32_t mode,
 	 * shutdown that skips claimed records must not write under producers
 	 * still finishing them.
 	 */
-	if (mode == LULL_RING_MPSC && ring->closing == LULL_CLOSING_OPEN)
+	if (mode == LULL_RING_MPSC)
 		zero_span(ring, ring->head, to);
 	ring->head = to;
 	/*
@@ -191,8 +195,15 @@ closure_next(struct lull_ring *ring, uint64_t *posp, struct lull_record *rec)
 	case LULL_CLOSING_DRAIN:
 		state = atomic_load_explicit(&region->state,
 					     memory_order_acquire);
-		if (state & LULL_STATE_DISCARD)
+		if (state & LULL_STATE_DISCARD) {
+			/* Skip, without zeroing under producers finishing
+			 * claims; never handed, so never again either. */
 			*posp = ring->final_tail;
+			ring->head = ring->final_tail;
+			ring->tail_cache = ring->final_tail;
+			atomic_store_explicit(&region->head, ring->head,
+					      memory_order_release);
+		}
 		if (*posp != ring->final_tail)
 			return 0;
 		/*
@@ -233,6 +244,17 @@ static void closure_consume(struct lull_ring *ring)
 				: LULL_CLOSING_DONE;
 }
 
+/* Must the consumer go straight to closure_next()? */
+static inline bool closure_first(const struct lull_ring *ring)
+{
+	/* A peeked record stays what it was until its release. */
+	return unlikely(ring->closing >= LULL_CLOSING_FATAL ||
+			(!ring->peeked &&
+			 (atomic_load_explicit(&ring->region->state,
+					       memory_order_relaxed) &
+			  LULL_STATE_DISCARD)));
+}
+
 static inline __attribute__((always_inline)) int
 read_batch(struct lull_ring *ring, uint32_t mode, lull_record_fn fn,
 	   void *ctx, unsigned limit)
@@ -243,8 +265,14 @@ read_batch(struct lull_ring *ring, uint32_t mode, lull_record_fn fn,
 	bool kept = false;
 	int found, verdict;
 
+	/* Once per batch: an immediate shutdown skips what is left. */
+	bool closure = closure_first(ring);
+
 	while (count < limit) {
-		found = next_record(ring, mode, pos, &rec, &end);
+		if (closure)
+			found = 0, end = pos;
+		else
+			found = next_record(ring, mode, pos, &rec, &end);
 		if (found <= 0) {
 			if (unlikely(found < 0)) {
 				advance_head(ring, mode, pos);
@@ -321,7 +349,9 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 {
 	int found;
 
-	if (ring->mode == LULL_RING_SPSC)
+	if (closure_first(ring))
+		found = 0, *endp = ring->head;
+	else if (ring->mode == LULL_RING_SPSC)
 		found = next_record(ring, LULL_RING_SPSC, ring->head, rec, endp);
 	else
 		found = next_record(ring, LULL_RING_MPSC, ring->head, rec, endp);
@@ -385,6 +415,6 @@ LULL_EXPORT int lull_ring_close(struct lull_ring *ring)
 		return ret;
 	ring->closing = LULL_CLOSING_DONE;
 	lull__shutdown(ring->region, LULL_SHUTDOWN_IMMEDIATE,
-		       LULL_STATE_NO_CONSUMER);
+		       LULL_STATE_NO_CONSUMER | LULL_STATE_SEALED);
 	return 0;
 }

@@ -130,8 +130,10 @@ int lull_ring_stats(const struct lull_ring *ring, struct lull_ring_stats *st);
  * record, at most @timeout_ns (< 0: no limit; safety-net timeouts are
  * handled inside and never returned).  Spins first if configured, then
  * parks with a futex wait (LULL_BACKEND_BLOCKING).  Returns 0 when a record
- * is readable, -ETIMEDOUT, -EINVAL, -EPERM (not the consumer handle),
- * -EBUSY (a park on an io_uring is armed for this ring).
+ * (or after a shutdown the fatal or poison record) is readable, -EPIPE once
+ * the poison was consumed, -ETIMEDOUT, -EINVAL, -EPERM (not the consumer
+ * handle), -EBUSY (attached to a loop, or a park on an io_uring is armed
+ * for this ring).
  */
 int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
 
@@ -143,7 +145,8 @@ int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
  * lull_uring_park_arm: run the handshake and queue the park (two SQEs: the
  *   wait and its safety-net link timeout, both with @user_data) without
  *   submitting.  Returns 0 (armed), 1 (a record is readable now: nothing
- *   was queued; drain, then arm again), -EALREADY (armed already), -EBUSY
+ *   was queued; drain, then arm again), -EPIPE (the poison record was
+ *   consumed: nothing will come), -EALREADY (armed already), -EBUSY
  *   (fewer than two free SQEs), -EINVAL, -EPERM, or an error from setting
  *   up the eventfd.
  *
@@ -153,9 +156,11 @@ int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
  *   which reads what arrived and re-arms.
  *
  * lull_uring_park_drain: read every readable record into @fn (batches of
- *   @limit), then re-arm the park once both of its CQEs are in.  Returns the
- *   number of records read (>= 0), or a negative error from reading or
- *   arming.
+ *   @limit), then re-arm the park once both of its CQEs are in.  A handler
+ *   that keeps a record (LULL_READ_KEEP) ends the drain without re-arming:
+ *   call it again when ready, or nothing will wake the consumer.  Returns
+ *   the number of records read (>= 0), or a negative error from reading or
+ *   arming (-EPIPE once the poison record was consumed).
  *
  * lull_uring_park_cancel: queue a cancel of an armed park (its CQEs still
  *   arrive and must go through lull_uring_park_cqe before the ring handle
