@@ -148,15 +148,22 @@ int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
 		      lull_signal_fn fn, void *ctx);
 
 /*
- * Run until lull_loop_stop().  Returns 0 when stopped, -EINVAL, -EBUSY
- * (already running), or an unrecoverable io_uring or epoll error.  A stop
- * requested before the call makes it return at once.
+ * Run until lull_loop_stop().  A stop shuts every attached ring down, and
+ * the run returns once each has delivered its poison record to its
+ * handler and been detached; with no rings attached it returns at once.
+ * A stop requested before the call counts.  Returns 0 when stopped,
+ * -EINVAL, -EBUSY (already running), or an unrecoverable io_uring or
+ * epoll error.
  */
 int lull_loop_run(struct lull_loop *loop);
 
 /*
- * Make lull_loop_run() return after the pass in progress.  Any thread,
- * callbacks, signal handlers.  Returns 0 or -EINVAL.
+ * Stop the loop: on its next pass it shuts down every ring attached to it,
+ * each on its own (gracefully: their handlers still receive what was
+ * committed, then the poison record), and lull_loop_run() returns when all
+ * of them are done.  A second stop during that makes the shutdowns
+ * immediate.  Any thread, callbacks, signal handlers (async-signal-safe).
+ * Returns 0 or -EINVAL.
  */
 int lull_loop_stop(struct lull_loop *loop);
 

@@ -242,9 +242,11 @@ int lull_ring_shutdown(struct lull_ring *ring, unsigned how);
  * (truncated to LULL_FATAL_MESSAGE_MAX - 1 bytes; NULL for none) is
  * delivered after every record committed before it and before the poison,
  * exactly once; then the ring shuts down gracefully.  Only the first
- * report is kept.  Any thread, any handle, async-signal-safe.  Returns 0,
- * -EINVAL, -EALREADY (a fatal record was reported before), -EPIPE (the ring
- * was shut down before, without one).
+ * report is kept.  Any thread, any handle, async-signal-safe.  Returns 0
+ * (it will be delivered: also after a graceful shutdown, as long as the
+ * consumer has not reached the poison yet), -EINVAL, -EALREADY (a fatal
+ * record was reported before), -EPIPE (too late: the consumer already
+ * chose the poison, or closed the ring).
  */
 int lull_ring_fatal(struct lull_ring *ring, int32_t code, const char *message);
 
