@@ -9,7 +9,7 @@ B=${B:-build}
 tsan_records() {
 	case $1 in
 	stress_ring) echo "${TSAN_RECORDS_RING:-3000000}" ;;
-	stress_park) echo "${TSAN_RECORDS_PARK:-200000}" ;;
+	stress_park) echo "${TSAN_RECORDS_PARK:-100000}" ;;
 	stress_shutdown) echo "${TSAN_RECORDS_SHUTDOWN:-10000000}" ;;
 	*) echo 100000 ;;
 	esac

@@ -11,6 +11,11 @@
  * compare it with lull_backend_probe(), so the suite also passes with
  * LULL_BACKEND=epoll in the environment.
  *
+ * lull_loop_stop() shuts down every ring attached to the loop, and the run
+ * returns once each has handed its handler the poison record and been
+ * detached: handlers here expect that poison, once, after their last
+ * record, and a ring that must outlive a run is detached before the stop.
+ *
  * The loop runs on the test's own thread, so its callbacks may assert.
  * Helper threads (producers, a thread that stops or signals the loop) never
  * assert: they leave what they saw in their state for the test thread.  No
@@ -405,13 +410,27 @@ static struct rec rec_of(const struct lull_record *record)
 	return r;
 }
 
-/* A consumer that expects records tag, 0, 1, 2, ... */
+/*
+ * The record a stop ends each ring with: lull_loop_stop() shuts every
+ * attached ring down, and its handler gets, after the last record, one
+ * poison record (no payload); then the loop detaches the ring.
+ */
+static bool is_poison(const struct lull_record *record)
+{
+	return record->type == LULL_TYPE_POISON && record->len == 0;
+}
+
+/*
+ * A consumer that expects records tag, 0, 1, 2, ... and, once the ring is
+ * shut down, the poison after them.
+ */
 struct seq_sink {
 	struct lull_loop *loop;
 	uint32_t tag;
 	uint32_t next;    /* the seq expected next */
 	uint32_t stop_at; /* stop the loop once next reaches it; 0: never */
-	unsigned errors;
+	unsigned errors;  /* records out of order, or after the poison */
+	unsigned poisons;
 };
 
 static int seq_handler(const struct lull_record *record, void *ctx)
@@ -419,12 +438,44 @@ static int seq_handler(const struct lull_record *record, void *ctx)
 	struct seq_sink *s = ctx;
 	struct rec r = rec_of(record);
 
-	if (record->type != 1 || r.tag != s->tag || r.seq != s->next)
+	if (record->type < 1) {
+		if (!is_poison(record) || s->poisons)
+			s->errors++;
+		s->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (s->poisons || record->type != 1 || r.tag != s->tag ||
+	    r.seq != s->next)
 		s->errors++;
 	s->next++;
 	if (s->loop && s->next == s->stop_at)
 		lull_loop_stop(s->loop);
 	return LULL_READ_CONTINUE;
+}
+
+/*
+ * After a run that a stop ended, @ring (attached to @loop then) is shut
+ * down, its poison delivered, and detached: the loop no longer knows it,
+ * reads are -EPIPE, its producer @prod (if still attached) writes nothing,
+ * and no new producer attaches (-EPIPE; -EBUSY first for a second SPSC
+ * one).
+ */
+static void check_ring_ended(struct lull_loop *loop, struct lull_ring *ring,
+			     struct lull_producer *prod, bool mpsc)
+{
+	struct lull_producer *late = NULL;
+	struct lull_record record;
+
+	check_eq(lull_loop_detach(loop, ring), -ENOENT);
+	check_eq(lull_ring_read(ring, seq_handler, &(struct seq_sink){ 0 }, 4),
+		 -EPIPE);
+	check_eq(lull_ring_peek(ring, &record), -EPIPE);
+	if (prod)
+		check_eq(mpsc ? lull_mpsc_write(prod, 1, "x", 1)
+			      : lull_spsc_write(prod, 1, "x", 1),
+			 -EPIPE);
+	check_eq(lull_producer_attach(ring, 0, &late),
+		 prod && !mpsc ? -EBUSY : -EPIPE);
 }
 
 /* For rings that stay empty. */
@@ -468,6 +519,7 @@ LOOP_TEST(create_and_every_call_reject_bad_arguments, .timeout = 10)
 	struct lull_loop_config cfg = { .backend = backend };
 	struct lull_loop *loop = NULL, *other;
 	struct io_uring_sqe *sqe = NULL;
+	struct seq_sink ends = { 0 };
 	struct lull_loop_stats st;
 	struct lull_ring *ring;
 	sigset_t before, after;
@@ -531,10 +583,18 @@ LOOP_TEST(create_and_every_call_reject_bad_arguments, .timeout = 10)
 	check(!sigismember(&after, SIGUSR1) || sigismember(&before, SIGUSR1),
 	      "a refused lull_loop_signals blocked SIGUSR1");
 
-	/* The refused calls left nothing behind: the loop still works. */
-	check_eq(lull_loop_attach(other, ring, never_called, NULL, 0), 0);
+	/*
+	 * The refused calls left nothing behind: the loop still works.  Its
+	 * stop shuts the ring down, whose handler then gets the poison, and
+	 * nothing else: nothing was ever written.
+	 */
+	check_eq(lull_loop_attach(other, ring, seq_handler, &ends, 0), 0);
 	check_eq(lull_loop_stop(other), 0);
 	run_loop(other);
+	check_eq(ends.poisons, 1);
+	check_eq(ends.next, 0);
+	check_eq(ends.errors, 0);
+	check_ring_ended(other, ring, NULL, false);
 	loop_free(other);
 	check_eq(lull_ring_destroy(ring), 0);
 }
@@ -890,6 +950,7 @@ struct pt_sink {
 	uint32_t ring; /* which ring this handler belongs to */
 	uint32_t next[PT_MPSC_PRODUCERS];
 	unsigned errors;
+	unsigned poisons;
 };
 
 struct pt_producer {
@@ -913,7 +974,15 @@ static int pt_handler(const struct lull_record *record, void *ctx)
 	struct rec r = rec_of(record);
 	uint32_t producer = r.tag & 0xffff;
 
-	if (record->type != 1 || r.tag >> 16 != s->ring ||
+	/* The stop's poison: once, after every record. */
+	if (record->type < 1) {
+		if (!is_poison(record) || s->poisons ||
+		    s->shared->delivered != s->shared->expected)
+			s->errors++;
+		s->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (s->poisons || record->type != 1 || r.tag >> 16 != s->ring ||
 	    producer >= PT_MPSC_PRODUCERS || r.seq != s->next[producer])
 		s->errors++;
 	else
@@ -973,10 +1042,15 @@ LOOP_TEST(records_from_producer_threads_reach_their_handler_in_order,
 	check_eq(shared.delivered, shared.expected);
 	check_eq(spsc_sink.errors, 0);
 	check_eq(mpsc_sink.errors, 0);
+	check_eq(spsc_sink.poisons, 1);
+	check_eq(mpsc_sink.poisons, 1);
 	check_eq(spsc_sink.next[0], PT_RECORDS);
 	for (unsigned i = 0; i < PT_MPSC_PRODUCERS; i++)
 		check_eq(mpsc_sink.next[i], PT_RECORDS);
-	check_eq(loop_stats(loop).records, shared.expected);
+	/* Every record handed to a handler counts, the poisons too. */
+	check_eq(loop_stats(loop).records, shared.expected + 2);
+	check_ring_ended(loop, spsc, NULL, false);
+	check_ring_ended(loop, mpsc, NULL, true);
 	loop_free(loop);
 	check_eq(lull_ring_destroy(spsc), 0);
 	check_eq(lull_ring_destroy(mpsc), 0);
@@ -990,7 +1064,7 @@ LOOP_TEST(records_from_producer_threads_reach_their_handler_in_order,
 struct batch_log {
 	struct lull_loop *loop;
 	char order[BATCH_A + BATCH_B + 1]; /* 'A' or 'B', in handler order */
-	unsigned n;
+	unsigned n; /* records, not counting the poisons */
 };
 
 struct batch_sink {
@@ -1004,6 +1078,8 @@ static int batch_handler(const struct lull_record *record, void *ctx)
 	struct batch_sink *s = ctx;
 	struct batch_log *log = s->log;
 
+	if (record->type < 1) /* the stop's poison, after every record */
+		return seq_handler(record, &s->seq);
 	if (log->n < BATCH_A + BATCH_B)
 		log->order[log->n] = s->name;
 	log->n++;
@@ -1043,6 +1119,10 @@ LOOP_TEST(handler_gets_at_most_batch_records_per_pass, .timeout = 10)
 	check_eq(log.n, BATCH_A + BATCH_B);
 	check_eq(sa.seq.errors, 0);
 	check_eq(sb.seq.errors, 0);
+	check_eq(sa.seq.poisons, 1);
+	check_eq(sb.seq.poisons, 1);
+	check_ring_ended(log.loop, a, pa, false);
+	check_ring_ended(log.loop, b, pb, false);
 	/*
 	 * Ring B gives one record per pass, so the A records between two B
 	 * records are one pass's worth: at most 4.
@@ -1068,6 +1148,65 @@ LOOP_TEST(handler_gets_at_most_batch_records_per_pass, .timeout = 10)
 
 /* --- detach and attach again ------------------------------------------ */
 
+/*
+ * Run @loop until it has parked on @ring (uring-futex: with the ring's
+ * futex wait in flight), then take the ring off the loop and stop it.  A
+ * stop shuts down the rings attached at the time, so the ring is detached
+ * first, on the loop's thread: a helper writes a pipe once the loop
+ * sleeps, and the read's callback detaches the ring, then stops the loop,
+ * which has no ring left to end and returns.
+ */
+struct park_detach {
+	struct lull_ring *ring;
+	int fds[2];
+	char byte;
+	int res;
+	int detach_ret;
+	unsigned calls;
+};
+
+static void park_detach_cqe(struct lull_loop *loop, int res, uint32_t flags,
+			    void *ctx)
+{
+	struct park_detach *pd = ctx;
+
+	(void)flags;
+	pd->calls++;
+	pd->res = res;
+	pd->detach_ret = lull_loop_detach(loop, pd->ring);
+	lull_loop_stop(loop);
+}
+
+static void pipe_write_action(struct helper *h)
+{
+	struct park_detach *pd = h->ctx;
+
+	/* Checked by the callback: it sees the byte or never runs. */
+	if (write(pd->fds[1], "x", 1) != 1)
+		pd->res = -errno;
+}
+
+static void run_and_detach_when_parked(struct lull_loop *loop,
+				       struct lull_ring *ring)
+{
+	struct park_detach pd = { .ring = ring, .detach_ret = 1 };
+	struct io_uring_sqe *sqe;
+	struct helper h;
+
+	check_eq(pipe2(pd.fds, O_CLOEXEC), 0);
+	sqe = get_sqe(loop, park_detach_cqe, &pd);
+	io_uring_prep_read(sqe, pd.fds[0], &pd.byte, 1, (uint64_t)-1);
+	helper_start(&h, loop, pipe_write_action, &pd);
+	run_loop(loop);
+	helper_join(&h);
+	check_eq(pd.calls, 1);
+	check_eq(pd.res, 1);
+	check_eq(pd.detach_ret, 0);
+	check_eq(lull_loop_detach(loop, ring), -ENOENT);
+	close(pd.fds[0]);
+	close(pd.fds[1]);
+}
+
 LOOP_TEST(detach_leaves_records_in_the_ring_and_reattach_delivers_them,
 	  .timeout = 10)
 {
@@ -1076,33 +1215,38 @@ LOOP_TEST(detach_leaves_records_in_the_ring_and_reattach_delivers_them,
 	struct lull_ring *ring = ring_new(LULL_RING_SPSC, 4096);
 	struct lull_producer *prod = producer_new(ring);
 	struct seq_sink sink = { .loop = loop, .tag = 7 };
-	struct helper h;
 
-	/* Delivered, then parked (uring-futex: a wait in flight), stopped. */
+	/*
+	 * Delivered, then parked (uring-futex: a wait in flight), detached,
+	 * stopped: a ring detached before the stop stays open.
+	 */
 	check_eq(write_rec(prod, false, 7, 0), 0);
 	check_eq(lull_loop_attach(loop, ring, seq_handler, &sink, 0), 0);
-	helper_start(&h, loop, stop_action, NULL);
-	run_loop(loop);
-	helper_join(&h);
+	run_and_detach_when_parked(loop, ring);
 	check_eq(sink.next, 1);
+	check_eq(sink.poisons, 0);
 
 	for (uint32_t i = 1; i <= 5; i++)
 		check_eq(write_rec(prod, false, 7, i), 0);
-	check_eq(lull_loop_detach(loop, ring), 0);
 	/* Still there, and the consumer reads them itself. */
 	sink.stop_at = 0;
 	check_eq(lull_ring_wait(ring, 0), 0);
 	check_eq(lull_ring_read(ring, seq_handler, &sink, 2), 2);
 	check_eq(sink.next, 3);
 
-	/* Attached again, the loop delivers the rest. */
+	/*
+	 * Attached again, the loop delivers the rest; the stop at the last
+	 * one shuts the ring down: the poison follows, and the loop detaches
+	 * the ring.
+	 */
 	sink.stop_at = 6;
 	check_eq(lull_loop_attach(loop, ring, seq_handler, &sink, 0), 0);
 	run_loop(loop);
 	check_eq(sink.next, 6);
 	check_eq(sink.errors, 0);
-	check_eq(loop_stats(loop).records, 4);
-	check_eq(lull_ring_read(ring, seq_handler, &sink, 16), -EAGAIN);
+	check_eq(sink.poisons, 1);
+	check_eq(loop_stats(loop).records, 1 + 3 + 1);
+	check_ring_ended(loop, ring, prod, false);
 
 	check_eq(lull_producer_detach(prod), 0);
 	loop_free(loop);
@@ -1118,13 +1262,9 @@ LOOP_TEST(destroy_after_detaching_a_parked_ring_frees_everything,
 	struct lull_producer *prod = producer_new(ring);
 	struct seq_sink sink = { .tag = 5 };
 	struct lull_ring_stats st;
-	struct helper h;
 
 	check_eq(lull_loop_attach(loop, ring, seq_handler, &sink, 0), 0);
-	helper_start(&h, loop, stop_action, NULL);
-	run_loop(loop);
-	helper_join(&h);
-	check_eq(lull_loop_detach(loop, ring), 0);
+	run_and_detach_when_parked(loop, ring);
 	/* Destroyed without running again (LeakSanitizer checks the rest). */
 	loop_free(loop);
 
@@ -1135,7 +1275,13 @@ LOOP_TEST(destroy_after_detaching_a_parked_ring_frees_everything,
 	check_eq(lull_ring_wait(ring, 0), 0);
 	check_eq(lull_ring_read(ring, seq_handler, &sink, 4), 1);
 	check_eq(sink.errors, 0);
+	check_eq(sink.poisons, 0);
+	/* Its producer's detach ends it. */
 	check_eq(lull_producer_detach(prod), 0);
+	check_eq(lull_ring_read(ring, seq_handler, &sink, 4), 1);
+	check_eq(sink.poisons, 1);
+	check_eq(sink.errors, 0);
+	check_eq(lull_ring_read(ring, seq_handler, &sink, 4), -EPIPE);
 	check_eq(lull_ring_destroy(ring), 0);
 }
 
@@ -1176,11 +1322,22 @@ LOOP_TEST(handler_can_detach_its_own_ring, .timeout = 10)
 	check_eq(d.calls, 1);
 	check_eq(d.detach_ret, 0);
 	check_eq(lull_loop_detach(d.loop, d.ring), -ENOENT);
-	/* The other nine stayed in the ring. */
+	/*
+	 * The other nine stayed in the ring, which the stop did not shut
+	 * down: detached before it, it was not the loop's any more.
+	 */
 	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), 9);
 	check_eq(d.sink.next, 10);
 	check_eq(d.sink.errors, 0);
+	check_eq(d.sink.poisons, 0);
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), -EAGAIN);
+	check_eq(write_rec(prod, false, 3, 10), 0);
 	check_eq(lull_producer_detach(prod), 0);
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), 1);
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), 1);
+	check_eq(d.sink.poisons, 1);
+	check_eq(d.sink.errors, 0);
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), -EPIPE);
 	loop_free(d.loop);
 	check_eq(lull_ring_destroy(d.ring), 0);
 }
@@ -1197,6 +1354,7 @@ struct many_slot {
 	struct many *m;
 	uint32_t idx;
 	uint32_t received;
+	unsigned poisons; /* the stop's, after every record */
 };
 
 struct many {
@@ -1237,7 +1395,14 @@ static int many_handler(const struct lull_record *record, void *ctx)
 	struct rec r = rec_of(record);
 	unsigned n;
 
-	if (r.tag != slot->idx || r.seq != slot->received)
+	if (record->type < 1) {
+		if (!is_poison(record) || slot->poisons ||
+		    atomic_load(&m->delivered) != m->expected)
+			atomic_fetch_add(&m->errors, 1);
+		slot->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (slot->poisons || r.tag != slot->idx || r.seq != slot->received)
 		atomic_fetch_add(&m->errors, 1);
 	slot->received++;
 	if (slot->idx == 0 && m->hold) {
@@ -1276,6 +1441,8 @@ static struct many *many_new(enum lull_backend backend)
 
 static void many_free(struct many *m)
 {
+	for (uint32_t i = 0; i < MANY_RINGS; i++)
+		check_ring_ended(m->loop, m->rings[i], m->prods[i], false);
 	loop_free(m->loop);
 	for (uint32_t i = 0; i < MANY_RINGS; i++) {
 		check_eq(lull_producer_detach(m->prods[i]), 0);
@@ -1336,6 +1503,8 @@ static void many_check_rings(struct many *m)
 		check(m->slots[i].received == m->written[i],
 		      "ring %u: %u of %u records", i, m->slots[i].received,
 		      m->written[i]);
+		check(m->slots[i].poisons == 1, "ring %u: %u poison records",
+		      i, m->slots[i].poisons);
 		check_eq(lull_ring_stats(m->rings[i], &st), 0);
 		check(st.safety_timeouts == 0, "ring %u: %llu lost wake-ups",
 		      i, (unsigned long long)st.safety_timeouts);
@@ -1366,7 +1535,7 @@ LOOP_TEST(thousand_rings_each_record_reaches_its_own_handler, .timeout = 10)
 	 */
 	st = loop_stats(m->loop);
 	wakes = many_wakes(m, 0);
-	check_eq(st.records, MANY_RECORDS);
+	check_eq(st.records, MANY_RECORDS + MANY_RINGS); /* and the poisons */
 	check_op(st.parks, >=, MANY_RECORDS);
 	check_eq(st.safety_timeouts, 0);
 	check_op(wakes, <=, st.parks + st.park_cancels);
@@ -2237,31 +2406,52 @@ struct busy {
 	struct lull_producer *prod;
 	uint32_t seq;
 	uint64_t deadline_ns;
-	bool timer_fired, timeout_done, signal_seen, gave_up;
+	bool timer_fired, timeout_done, signal_seen, gave_up, stopped;
 	int write_ret;
+	unsigned epipes;  /* writes refused because the stop shut the ring */
+	unsigned poisons;
 	struct __kernel_timespec ts;
 };
 
 static void busy_maybe_stop(struct busy *b)
 {
-	if (b->timer_fired && b->timeout_done && b->signal_seen)
+	if (b->timer_fired && b->timeout_done && b->signal_seen &&
+	    !b->stopped) {
+		b->stopped = true;
 		lull_loop_stop(b->loop);
+	}
 }
 
 /*
  * Each record writes the next one into its own ring, and the batch is 1:
- * the ring is never empty after a pass, so the loop never parks.
+ * the ring is never empty after a pass, so the loop never parks.  The
+ * stop shuts the ring down with one record in it: that record's write is
+ * -EPIPE, then the poison comes.
  */
 static int busy_handler(const struct lull_record *record, void *ctx)
 {
 	struct busy *b = ctx;
+	int ret;
 
-	(void)record;
-	if (b->write_ret == 0)
-		b->write_ret = write_rec(b->prod, false, 0, ++b->seq);
-	if (b->seq == 10)
-		pthread_kill(pthread_self(), SIGUSR1);
-	if (!b->gave_up && (b->seq & 1023) == 0 && now_ns() > b->deadline_ns) {
+	if (record->type < 1) {
+		if (!is_poison(record) || b->poisons)
+			b->write_ret = -EPROTO;
+		b->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (b->poisons)
+		b->write_ret = -EPROTO; /* a record after the poison */
+	if (b->write_ret == 0) {
+		ret = write_rec(b->prod, false, 0, b->seq + 1);
+		if (ret == 0 && ++b->seq == 10)
+			pthread_kill(pthread_self(), SIGUSR1);
+		else if (ret == -EPIPE && (b->stopped || b->gave_up))
+			b->epipes++;
+		else if (ret)
+			b->write_ret = ret;
+	}
+	if (!b->gave_up && !b->stopped && (b->seq & 1023) == 0 &&
+	    now_ns() > b->deadline_ns) {
 		b->gave_up = true;
 		lull_loop_stop(b->loop);
 	}
@@ -2331,6 +2521,9 @@ LOOP_TEST(timers_sqes_and_signals_run_while_a_ring_keeps_the_loop_busy,
 	      b.timeout_done ? "completed" : "starved",
 	      b.signal_seen ? "delivered" : "starved");
 	check_op(loop_stats(b.loop).parks, ==, 0);
+	check_eq(b.epipes, 1);
+	check_eq(b.poisons, 1);
+	check_ring_ended(b.loop, ring, b.prod, false);
 	check_eq(lull_producer_detach(b.prod), 0);
 	loop_free(b.loop);
 	check_eq(lull_ring_destroy(ring), 0);
@@ -2351,6 +2544,7 @@ struct idle {
 	struct lull_loop_stats st[2];
 	bool slept;
 	int write_ret;
+	unsigned poisons;
 };
 
 /*
@@ -2363,7 +2557,14 @@ static int idle_handler(const struct lull_record *record, void *ctx)
 	struct idle *d = ctx;
 	unsigned n = atomic_load(&d->seen);
 
-	(void)record;
+	/* The stop's poison: after the three records. */
+	if (record->type < 1) {
+		if (is_poison(record) && n == 3)
+			d->poisons++;
+		else
+			d->write_ret = -EPROTO;
+		return LULL_READ_CONTINUE;
+	}
 	if (n == 1 || n == 2) {
 		getrusage(RUSAGE_THREAD, &d->ru[n - 1]);
 		lull_loop_stats(d->loop, &d->st[n - 1]);
@@ -2413,6 +2614,7 @@ LOOP_TEST(idle_loop_sleeps_in_one_park_without_waking, .timeout = 10)
 	check(d.slept, "the loop's thread never went to sleep");
 	check_eq(d.write_ret, 0);
 	check_eq(atomic_load(&d.seen), 3);
+	check_eq(d.poisons, 1);
 
 	/* Across 1 s of idle: one park, its wake-up, nothing else. */
 	check_op(d.st[1].parks - d.st[0].parks, <=, 1);
@@ -2441,6 +2643,7 @@ LOOP_TEST(idle_loop_sleeps_in_one_park_without_waking, .timeout = 10)
 struct stats_run {
 	struct lull_loop *loop;
 	unsigned records, nops;
+	unsigned poisons, errors;
 };
 
 static void stats_maybe_stop(struct stats_run *s)
@@ -2454,7 +2657,14 @@ static int stats_handler(const struct lull_record *record, void *ctx)
 {
 	struct stats_run *s = ctx;
 
-	(void)record;
+	/* The stop's poison, once per ring, after every record. */
+	if (record->type < 1) {
+		if (!is_poison(record) ||
+		    s->records != STATS_RINGS * STATS_RECORDS)
+			s->errors++;
+		s->poisons++;
+		return LULL_READ_CONTINUE;
+	}
 	s->records++;
 	stats_maybe_stop(s);
 	return LULL_READ_CONTINUE;
@@ -2500,12 +2710,16 @@ LOOP_TEST(stats_count_delivered_records_and_completions, .timeout = 10)
 	st = loop_stats(s.loop);
 	check_eq(s.records, STATS_RINGS * STATS_RECORDS);
 	check_eq(s.nops, STATS_NOPS);
-	check_eq(st.records, STATS_RINGS * STATS_RECORDS);
+	check_eq(s.poisons, STATS_RINGS);
+	check_eq(s.errors, 0);
+	/* Every record handed to a handler counts, the poisons too. */
+	check_eq(st.records, STATS_RINGS * STATS_RECORDS + STATS_RINGS);
 	check_eq(st.completions, STATS_NOPS);
 	check_op(st.iterations, >=, STATS_RECORDS / 7);
 	for (unsigned i = 0; i < STATS_RINGS; i++) {
+		/* The loop detached each ring after its poison. */
+		check_ring_ended(s.loop, rings[i], prods[i], true);
 		check_eq(lull_producer_detach(prods[i]), 0);
-		check_eq(lull_loop_detach(s.loop, rings[i]), 0);
 		check_eq(lull_ring_destroy(rings[i]), 0);
 	}
 	loop_free(s.loop);

@@ -28,6 +28,12 @@
  * suites add the CQE handling of the caller's io_uring: safety-net expiry,
  * cancel, and what is (not) counted as a safety-net expiry.
  *
+ * A ring ends when its last producer detaches or its loop stops: the
+ * consumers expect one poison record after their records, and each check
+ * ends by reading that poison (unless the consumer did) and -EPIPE.
+ * Producers that must not end the ring stay attached until the test is
+ * done with it.
+ *
  * "Parked" is observed, not guessed: the consumer's park word says parked
  * (lib/internal.h: this suite is white-box where it must be) and its thread
  * sleeps in the backend's system call (/proc/self/task/TID/{stat,syscall}).
@@ -185,14 +191,20 @@ static bool ring_is_mpsc(struct lull_ring *ring)
 	return ring->mode == LULL_RING_MPSC;
 }
 
-/* Attach a producer, write one record, detach: from the test's thread. */
-static void write_one(struct lull_ring *ring, unsigned id, uint64_t seq)
+/*
+ * Attach a producer and write one record, from the test's thread.  The
+ * producer stays attached: its detach, the ring's last, would shut the
+ * ring down, and the consumer would find the poison record after the
+ * record.  The caller detaches it when the test is done with the ring.
+ */
+static struct lull_producer *write_one(struct lull_ring *ring, unsigned id,
+				       uint64_t seq)
 {
 	struct lull_producer *prod;
 
 	cr_assert_eq(lull_producer_attach(ring, 0, &prod), 0);
 	cr_assert_eq(write_msg(prod, ring_is_mpsc(ring), id, seq), 0);
-	cr_assert_eq(lull_producer_detach(prod), 0);
+	return prod;
 }
 
 static struct lull_ring *new_ring(unsigned topology, size_t capacity)
@@ -209,6 +221,49 @@ static int consume_any(const struct lull_record *rec, void *ctx)
 	(void)rec;
 	(void)ctx;
 	return LULL_READ_CONTINUE;
+}
+
+static bool is_poison(const struct lull_record *rec)
+{
+	return rec->type == LULL_TYPE_POISON && rec->len == 0;
+}
+
+/* Counts what it is handed: records of this suite, poisons, others. */
+struct tally {
+	unsigned records, poisons, others;
+};
+
+static int tally_record(const struct lull_record *rec, void *ctx)
+{
+	struct tally *t = ctx;
+
+	if (rec->type == MSG_TYPE)
+		t->records++;
+	else if (is_poison(rec))
+		t->poisons++;
+	else
+		t->others++;
+	return LULL_READ_CONTINUE;
+}
+
+/*
+ * The ring's last producer has detached (or the ring was shut down) and
+ * every record was read: all that is left is the poison record, which a
+ * wait finds at once; then reads and waits are -EPIPE.  Any thread, once
+ * no other consumer call is in progress.
+ */
+static void expect_poison_then_epipe(struct lull_ring *ring)
+{
+	struct tally t = { 0 };
+
+	cr_assert_eq(lull_ring_wait(ring, 0), 0, "no poison to wait for");
+	cr_assert_eq(lull_ring_read(ring, tally_record, &t, 16), 1);
+	cr_assert(t.poisons == 1 && t.records == 0 && t.others == 0,
+		  "%u poisons, %u records, %u others where only the poison "
+		  "was left", t.poisons, t.records, t.others);
+	cr_assert_eq(lull_ring_read(ring, tally_record, &t, 16), -EPIPE);
+	cr_assert_eq(lull_ring_wait(ring, 0), -EPIPE);
+	cr_assert_eq(lull_ring_wait(ring, -1), -EPIPE);
 }
 
 static uint32_t park_word(const struct lull_ring *ring)
@@ -370,6 +425,11 @@ static int park_teardown(struct lull_ring *ring, struct io_uring *uring)
 
 struct sender {
 	struct lull_ring *ring;
+	/*
+	 * A producer attached by the test, handed over to this thread; NULL:
+	 * the thread attaches its own.  Either way the thread detaches it.
+	 */
+	struct lull_producer *prod;
 	unsigned id;
 	uint64_t first_seq;
 	uint64_t count;
@@ -383,10 +443,15 @@ struct sender {
 static void *sender_main(void *arg)
 {
 	struct sender *s = arg;
-	struct lull_producer *prod;
-	int ret;
+	struct lull_producer *prod = s->prod;
+	int ret = 0;
 
-	ret = lull_producer_attach(s->ring, 0, &prod);
+	/*
+	 * Every sender attaches before any may detach (the barrier): the
+	 * last detach shuts the ring down, and it must be the very last.
+	 */
+	if (!prod)
+		ret = lull_producer_attach(s->ring, 0, &prod);
 	if (s->start)
 		pthread_barrier_wait(s->start);
 	if (ret < 0) {
@@ -467,6 +532,11 @@ struct consumer {
 	_Atomic int tid;
 	_Atomic uint64_t received;
 	uint64_t next_seq[MAX_SENDERS];
+	/*
+	 * Poison records handed to it: a loop's stop or the last producer's
+	 * detach shuts the ring down, and the poison follows the records.
+	 */
+	unsigned poisons;
 	_Atomic bool failed;
 	char why[256];
 };
@@ -512,6 +582,17 @@ static int consumer_record(const struct lull_record *rec, void *ctx)
 	struct msg m;
 	uint64_t n;
 
+	if (rec->type < 1 && is_poison(rec) && !c->poisons &&
+	    atomic_load_explicit(&c->received, memory_order_relaxed) ==
+		    c->expected) {
+		c->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (c->poisons) {
+		consumer_fail(c, "a record of type %d after the poison",
+			      rec->type);
+		return LULL_READ_STOP;
+	}
 	if (rec->type != MSG_TYPE || rec->len != sizeof(m)) {
 		consumer_fail(c, "a record of type %d, %u bytes", rec->type,
 			      rec->len);
@@ -700,6 +781,29 @@ static void consumer_join(struct consumer *c)
 		     c->expected);
 }
 
+/*
+ * After consumer_join(), once every producer has detached: the ring ends
+ * with one poison record, after all the records.  A loop has handed it to
+ * the consumer before its run returned (the stop shut the ring down, if
+ * the last detach had not); a consumer of its own may have stopped
+ * reading before it, and then it is still there.
+ */
+static void consumer_end(struct consumer *c)
+{
+	struct tally t = { 0 };
+
+	cr_assert_leq(c->poisons, 1);
+	if (c->bc->via == VIA_LOOP)
+		cr_assert_eq(c->poisons, 1, "%s: the loop returned before the "
+			     "poison", c->bc->name);
+	if (c->poisons)
+		cr_assert_eq(lull_ring_read(c->ring, tally_record, &t, 16),
+			     -EPIPE, "%s: a read after the poison",
+			     c->bc->name);
+	else
+		expect_poison_then_epipe(c->ring);
+}
+
 static void consumer_check_alive(struct consumer *c)
 {
 	if (atomic_load_explicit(&c->failed, memory_order_acquire))
@@ -861,6 +965,7 @@ static void check_round_trip(const struct backend_case *bc)
 	s[0].ring = s[1].ring = ring;
 	senders_run(s, 2);
 	consumer_join(&c);
+	consumer_end(&c);
 	st = stats_of(ring);
 	cr_assert_geq(st.wakes, 1, "%s: " ST_FMT, bc->name, ST_ARGS(st));
 	cr_assert_leq(st.wakes, st.parks + st.park_cancels,
@@ -881,6 +986,7 @@ static void check_busy(const struct backend_case *bc, unsigned n)
 	enum { PER_SENDER = 20000 };
 	struct sender s[MAX_SENDERS];
 	struct lull_ring_stats base, st;
+	struct lull_producer *first;
 	struct consumer c;
 	struct lull_ring *ring;
 
@@ -902,7 +1008,7 @@ static void check_busy(const struct backend_case *bc, unsigned n)
 	consumer_start(&c);
 	if (bc->via == VIA_URING)
 		wait_parked(&c); /* then the first record ends its park */
-	write_one(ring, 0, 0);
+	first = write_one(ring, 0, 0);
 	wait_received(&c, 1);
 	base = stats_of(ring);
 	memset(s, 0, sizeof(s));
@@ -912,8 +1018,11 @@ static void check_busy(const struct backend_case *bc, unsigned n)
 		s[i].first_seq = i == 0;
 		s[i].count = PER_SENDER;
 	}
+	/* Sender 0 goes on with the producer that wrote record 0. */
+	s[0].prod = first;
 	senders_run(s, n);
 	consumer_join(&c);
+	consumer_end(&c);
 	st = stats_of(ring);
 	cr_assert_eq(st.wakes, base.wakes,
 		     "%s: producers made wake-ups while the consumer was "
@@ -959,6 +1068,7 @@ static void check_burst(const struct backend_case *bc, unsigned n)
 	senders_run(s, n);
 	gate_open(&gate);
 	consumer_join(&c);
+	consumer_end(&c);
 	st = stats_of(ring);
 	cr_assert_eq(st.wakes, 1,
 		     "%s: %u x %d commits to a parked consumer: " ST_FMT,
@@ -1022,6 +1132,7 @@ static void check_idle(const struct backend_case *bc, bool quiet)
 	cr_assert_eq(write_msg(prod, false, 0, 1), 0);
 	consumer_join(&c);
 	cr_assert_eq(lull_producer_detach(prod), 0);
+	consumer_end(&c);
 	st = marks.st;
 	cr_assert_eq(st.safety_timeouts, 0, "%s: " ST_FMT, bc->name,
 		     ST_ARGS(st));
@@ -1092,6 +1203,7 @@ static void check_injected_lost_wake(const struct backend_case *bc)
 	consumer_join(&c);
 	elapsed = now_ns() - start;
 	cr_assert_eq(lull_producer_detach(prod), 0);
+	consumer_end(&c);
 	st = stats_of(ring);
 	cr_assert_eq(st.wakes, base.wakes, "%s: " ST_FMT, bc->name,
 		     ST_ARGS(st));
@@ -1110,13 +1222,16 @@ static void check_injected_lost_wake(const struct backend_case *bc)
 
 /*
  * A loop configured to spin before it parks, stopped from a callback
- * (lull_loop_stop(): "return after the pass in progress"), returns at once
- * rather than after the spin.
+ * (lull_loop_stop(): shut the rings down, return once each has delivered
+ * its poison), returns at once rather than after the spin.  The producer
+ * stays attached: only the stop can end the ring, and it does, producer
+ * or not.
  */
 static void check_stop_while_spinning(const struct backend_case *bc)
 {
 	const uint64_t spin = 5 * NSEC_PER_SEC;
 	struct lull_ring_stats st;
+	struct lull_producer *prod;
 	struct consumer c;
 	struct lull_ring *ring;
 	uint64_t start, elapsed;
@@ -1128,7 +1243,7 @@ static void check_stop_while_spinning(const struct backend_case *bc)
 	c.expected = 1; /* its handler calls lull_loop_stop() */
 	consumer_start(&c);
 	start = now_ns();
-	write_one(ring, 0, 0);
+	prod = write_one(ring, 0, 0);
 	consumer_join(&c);
 	elapsed = now_ns() - start;
 	st = stats_of(ring);
@@ -1137,6 +1252,10 @@ static void check_stop_while_spinning(const struct backend_case *bc)
 		     "%s: lull_loop_run() returned %.3f s after a callback "
 		     "called lull_loop_stop(), with spin_ns %.0f s",
 		     bc->name, elapsed / 1e9, spin / 1e9);
+	cr_assert_eq(c.poisons, 1, "%s: the stop's poison", bc->name);
+	cr_assert_eq(write_msg(prod, false, 0, 1), -EPIPE);
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	consumer_end(&c);
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
@@ -1314,10 +1433,11 @@ Test(park, wait_rejects_null, .timeout = WATCHDOG_S)
 Test(park, wait_returns_at_once_when_a_record_is_there, .timeout = WATCHDOG_S)
 {
 	struct lull_ring *ring = new_ring(LULL_RING_SPSC, 4096);
+	struct lull_producer *prod;
 	struct lull_ring_stats st;
 	uint64_t start;
 
-	write_one(ring, 0, 0);
+	prod = write_one(ring, 0, 0);
 	start = now_ns();
 	cr_assert_eq(lull_ring_wait(ring, 0), 0);
 	cr_assert_eq(lull_ring_wait(ring, -1), 0);
@@ -1329,6 +1449,16 @@ Test(park, wait_returns_at_once_when_a_record_is_there, .timeout = WATCHDOG_S)
 	/* Waiting consumes nothing. */
 	cr_assert_eq(lull_ring_read(ring, consume_any, NULL, 10), 1);
 	cr_assert_eq(lull_ring_wait(ring, 0), -ETIMEDOUT);
+	/* The poison the last detach leaves is readable at once too. */
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	start = now_ns();
+	cr_assert_eq(lull_ring_wait(ring, -1), 0);
+	cr_assert_eq(lull_ring_wait(ring, 0), 0);
+	cr_assert_lt(now_ns() - start, NSEC_PER_SEC);
+	expect_poison_then_epipe(ring);
+	st = stats_of(ring);
+	cr_assert_eq(st.parks, 0, ST_FMT, ST_ARGS(st));
+	cr_assert_eq(st.wakes, 0, ST_FMT, ST_ARGS(st));
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
@@ -1392,17 +1522,19 @@ Test(park, wait_is_ebusy_while_attached_to_a_loop, .timeout = WATCHDOG_S)
 {
 	struct lull_loop_config cfg = { .backend = LULL_BACKEND_EPOLL };
 	struct lull_ring *ring = new_ring(LULL_RING_SPSC, 4096);
+	struct lull_producer *prod;
 	struct lull_loop *loop;
 
 	cr_assert_eq(lull_loop_create(&loop, &cfg), 0);
 	cr_assert_eq(lull_loop_attach(loop, ring, consume_any, NULL, 0), 0);
 	cr_assert_eq(lull_ring_wait(ring, 0), -EBUSY);
 	cr_assert_eq(lull_ring_wait(ring, -1), -EBUSY);
-	write_one(ring, 0, 0);
+	prod = write_one(ring, 0, 0);
 	cr_assert_eq(lull_ring_wait(ring, 0), -EBUSY);
 	cr_assert_eq(lull_loop_detach(loop, ring), 0);
 	cr_assert_eq(lull_ring_wait(ring, 0), 0);
 	cr_assert_eq(lull_loop_destroy(loop), 0);
+	cr_assert_eq(lull_producer_detach(prod), 0);
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
@@ -1604,11 +1736,12 @@ Test(uring, arm_returns_1_and_queues_nothing_when_a_record_is_readable,
      .timeout = WATCHDOG_S)
 {
 	struct lull_ring *ring = new_ring(LULL_RING_MPSC, 4096);
+	struct lull_producer *prod;
 	struct lull_ring_stats st;
 	struct io_uring uring;
 
 	own_uring_init(&uring, 8);
-	write_one(ring, 0, 0);
+	prod = write_one(ring, 0, 0);
 	cr_assert_eq(lull_uring_park_arm(ring, &uring, PARK_UD), 1);
 	cr_assert_eq(io_uring_sq_ready(&uring), 0);
 	cr_assert_eq(park_word(ring), LULL_PARK_AWAKE);
@@ -1624,6 +1757,13 @@ Test(uring, arm_returns_1_and_queues_nothing_when_a_record_is_readable,
 	cr_assert_eq(io_uring_sq_ready(&uring), 2, "the drain re-arms");
 	cr_assert_neq(park_word(ring), LULL_PARK_AWAKE);
 	cr_assert_eq(park_teardown(ring, &uring), 0);
+	/* The poison is readable too: arm says 1; once it is read, -EPIPE. */
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	cr_assert_eq(lull_uring_park_arm(ring, &uring, PARK_UD), 1);
+	cr_assert_eq(io_uring_sq_ready(&uring), 0);
+	expect_poison_then_epipe(ring);
+	cr_assert_eq(lull_uring_park_arm(ring, &uring, PARK_UD), -EPIPE);
+	cr_assert_eq(io_uring_sq_ready(&uring), 0);
 	io_uring_queue_exit(&uring);
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
@@ -1918,6 +2058,7 @@ static void check_safety_net_cqes(const struct backend_case *bc)
 static void check_cancel(const struct backend_case *bc)
 {
 	struct io_uring_cqe cqe, fake;
+	struct lull_producer *prod;
 	struct io_uring_sqe *sqe;
 	struct io_uring uring;
 	struct lull_ring *ring = own_setup(bc, &uring, QUIET_SAFETY_NS);
@@ -1953,7 +2094,7 @@ static void check_cancel(const struct backend_case *bc)
 	cr_assert_eq(lull_uring_park_cqe(ring, &fake), 0);
 	cr_assert_eq(lull_uring_park_cancel(ring, &uring), -ENOENT);
 	/* A cancelled park stays down through a drain... */
-	write_one(ring, 0, 0);
+	prod = write_one(ring, 0, 0);
 	cr_assert_eq(lull_uring_park_drain(ring, &uring, consume_any, NULL,
 					   16),
 		     1);
@@ -1961,6 +2102,8 @@ static void check_cancel(const struct backend_case *bc)
 	/* ...until armed again. */
 	cr_assert_eq(lull_uring_park_arm(ring, &uring, PARK_UD), 0);
 	cr_assert_eq(park_teardown(ring, &uring), 0);
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	expect_poison_then_epipe(ring);
 	io_uring_queue_exit(&uring);
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 	unsetenv("LULL_BACKEND");
@@ -1975,6 +2118,7 @@ static void check_cancel(const struct backend_case *bc)
  */
 static void check_record_between_cqes(const struct backend_case *bc)
 {
+	struct lull_producer *prod;
 	struct lull_ring_stats st;
 	struct io_uring_cqe cqe;
 	struct io_uring uring;
@@ -1984,7 +2128,7 @@ static void check_record_between_cqes(const struct backend_case *bc)
 	wait_cqes(&uring, 2);
 	cr_assert_eq(next_cqe_to_park(ring, &uring, &cqe), 1);
 	cr_assert_eq(park_word(ring), LULL_PARK_AWAKE);
-	write_one(ring, 0, 0);
+	prod = write_one(ring, 0, 0);
 	cr_assert_eq(next_cqe_to_park(ring, &uring, &cqe), 1);
 	st = stats_of(ring);
 	cr_assert_eq(st.wakes, 0, "%s: " ST_FMT, bc->name, ST_ARGS(st));
@@ -1998,6 +2142,8 @@ static void check_record_between_cqes(const struct backend_case *bc)
 					   16),
 		     1);
 	cr_assert_eq(park_teardown(ring, &uring), 0);
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	expect_poison_then_epipe(ring);
 	io_uring_queue_exit(&uring);
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 	unsetenv("LULL_BACKEND");
@@ -2306,6 +2452,7 @@ struct fallback {
 	struct lull_loop *loop;
 	uint64_t received;
 	uint64_t expected;
+	unsigned poisons; /* after the records: the ring ended */
 	bool out_of_order;
 };
 
@@ -2314,6 +2461,14 @@ static int fallback_record(const struct lull_record *rec, void *ctx)
 	struct fallback *f = ctx;
 	struct msg m;
 
+	if (is_poison(rec) && !f->poisons && f->received == f->expected) {
+		f->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (f->poisons || rec->type != MSG_TYPE || rec->len != sizeof(m)) {
+		f->out_of_order = true;
+		return LULL_READ_CONTINUE;
+	}
 	memcpy(&m, rec->data, sizeof(m));
 	if (m.seq != f->received)
 		f->out_of_order = true;
@@ -2418,14 +2573,22 @@ static int seccomp_child(char *why, size_t len)
 	CHILD_CHECK(f.received == f.expected && !f.out_of_order,
 		    "%" PRIu64 " of %" PRIu64 " records%s", f.received,
 		    f.expected, f.out_of_order ? ", out of order" : "");
+	/* The stop (or the producer's detach) ended the ring: its poison. */
+	CHILD_CHECK(f.poisons == 1, "%u poison records", f.poisons);
 	lull_ring_stats(f.ring, &st);
 	CHILD_CHECK(st.wakes >= 1 && st.wakes <= st.parks + st.park_cancels &&
 			    st.safety_timeouts == 0,
 		    ST_FMT, ST_ARGS(st));
-	CHILD_CHECK(lull_loop_detach(f.loop, f.ring) == 0, "detach");
+	/* The loop detached the ring after its poison. */
+	CHILD_CHECK(lull_loop_detach(f.loop, f.ring) == -ENOENT, "detach");
 	CHILD_CHECK(lull_loop_destroy(f.loop) == 0, "destroy");
+	CHILD_CHECK(lull_ring_read(f.ring, consume_any, NULL, 16) == -EPIPE,
+		    "a read after the poison");
+	CHILD_CHECK(lull_ring_destroy(f.ring) == 0, "lull_ring_destroy");
 
-	/* The blocking wait needs no io_uring either. */
+	/* The blocking wait needs no io_uring either; on a new ring. */
+	CHILD_CHECK(lull_ring_create(&f.ring, 4096, LULL_RING_MPSC) == 0,
+		    "lull_ring_create");
 	CHILD_CHECK(pthread_create(&thread, NULL, late_producer, &f) == 0,
 		    "pthread_create");
 	ret = lull_ring_wait(f.ring, 5 * (int64_t)NSEC_PER_SEC);
@@ -2434,6 +2597,17 @@ static int seccomp_child(char *why, size_t len)
 	CHILD_CHECK(thread_ret == NULL, "the late producer failed");
 	CHILD_CHECK(lull_ring_read(f.ring, consume_any, NULL, 16) == 1,
 		    "the late record");
+	/* Its producer's detach, the last, left the poison after it. */
+	ret = lull_ring_wait(f.ring, 5 * (int64_t)NSEC_PER_SEC);
+	CHILD_CHECK(ret == 0, "lull_ring_wait for the poison: %s",
+		    lull_strerror(ret));
+	f.poisons = 0;
+	f.received = f.expected;
+	CHILD_CHECK(lull_ring_read(f.ring, fallback_record, &f, 16) == 1 &&
+			    f.poisons == 1 && !f.out_of_order,
+		    "the poison after the late record");
+	ret = lull_ring_wait(f.ring, 0);
+	CHILD_CHECK(ret == -EPIPE, "lull_ring_wait after the poison: %d", ret);
 	CHILD_CHECK(lull_ring_destroy(f.ring) == 0, "lull_ring_destroy");
 	return CHILD_OK;
 }

@@ -34,7 +34,9 @@
  * claim open, when nothing is delivered for 30 s, and when a configuration
  * runs past its deadline (--deadline, default 600 s).  At the end of each
  * configuration safety_timeouts must be 0 and wakes at most the parks
- * announced (parks + park_cancels).
+ * announced (parks + park_cancels), and the ring must have ended the way
+ * its last producer's detach (or the loop's stop) ends it: after the last
+ * record, exactly one poison record, then -EPIPE.
  *
  * --records N is the scale: records per configuration, split between its
  * producers (default 200000; K and M suffixes).  How many of them end in
@@ -98,7 +100,6 @@
 #define HUNT_NS (50 * NSEC_PER_USEC)
 
 #define RECORD_TYPE 1
-#define KICK_TYPE 2 /* wakes a consumer after a failure; carries nothing */
 #define PARK_UD 0x73747265737321ull
 
 /* Every record's payload starts with this; up to MAX_EXTRA bytes follow. */
@@ -259,6 +260,7 @@ struct run {
 	alignas(LINE_PAIR) uint64_t next[MAX_PRODUCERS];
 	uint64_t crng;
 	uint64_t max_latency_ns;
+	unsigned poisons; /* poison records handed to on_record() */
 	_Atomic uint64_t received;
 	_Atomic uint64_t delivered[MAX_PRODUCERS]; /* next[], published */
 
@@ -554,8 +556,20 @@ static int on_record(const struct lull_record *rec, void *ctx)
 	struct stamp st;
 	uint64_t n, latency;
 
-	if (rec->type == KICK_TYPE)
+	/*
+	 * The ring ends (its last producer detached, or the loop stopped)
+	 * with one poison record, after every record; or, after a failure,
+	 * sooner (failed() already: fail() keeps the first message).
+	 */
+	if (rec->type == LULL_TYPE_POISON) {
+		n = atomic_load_explicit(&run->received, memory_order_relaxed);
+		if (rec->len || run->poisons || n != run->total)
+			fail(run, "poison record #%u (%u bytes) after %" PRIu64
+			     " of %" PRIu64 " records", run->poisons + 1,
+			     rec->len, n, run->total);
+		run->poisons++;
 		return LULL_READ_CONTINUE;
+	}
 	if (rec->type != RECORD_TYPE || rec->len < sizeof(st)) {
 		fail(run, "a record of type %d and %u bytes", rec->type,
 		     rec->len);
@@ -852,22 +866,16 @@ static void *watchdog_main(void *arg)
  * Running a configuration
  */
 
-/* After a failure: wake a consumer that waits for records to come. */
+/*
+ * After a failure: wake a consumer that waits for records to come.  The
+ * producers have detached, which shut the ring down and woke it already;
+ * a second stop, or an immediate shutdown, also drops what is left.
+ */
 static void kick_consumer(struct run *run)
 {
-	struct lull_producer *prod;
-
-	if (run->loop) {
+	if (run->loop)
 		lull_loop_stop(run->loop);
-		return;
-	}
-	if (lull_producer_attach(run->ring, 0, &prod) < 0)
-		return;
-	if (run->mpsc)
-		lull_mpsc_write(prod, KICK_TYPE, NULL, 0);
-	else
-		lull_spsc_write(prod, KICK_TYPE, NULL, 0);
-	lull_producer_detach(prod);
+	lull_ring_shutdown(run->ring, LULL_SHUTDOWN_IMMEDIATE);
 }
 
 static int setup(struct run *run)
@@ -907,6 +915,8 @@ static int setup(struct run *run)
 
 static void check_end(struct run *run, struct lull_ring_stats *st)
 {
+	int ret;
+
 	for (unsigned i = 0; i < run->topo->producers; i++) {
 		struct producer *p = &run->prod[i];
 
@@ -914,6 +924,27 @@ static void check_end(struct run *run, struct lull_ring_stats *st)
 			fail(run, "producer %u: %" PRIu64 " of %" PRIu64
 			     " records delivered", i, run->next[i], p->quota);
 	}
+	/*
+	 * Every producer detached: after the last record, the poison, which
+	 * a loop hands to its handler before its run returns (the stop, or
+	 * the last detach, shut the ring down), and which a consumer of its
+	 * own may have stopped short of; then -EPIPE.
+	 */
+	if (run->loop && run->poisons != 1)
+		fail(run, "the loop returned after %u poison records",
+		     run->poisons);
+	if (!run->poisons) {
+		ret = lull_ring_read(run->ring, on_record, run, 16);
+		if (ret != 1 || run->poisons != 1)
+			fail(run, "the read after the last record returned %d "
+			     "(%s) with %u poison records, expected the "
+			     "poison", ret, ret < 0 ? lull_strerror(ret) : "",
+			     run->poisons);
+	}
+	ret = lull_ring_read(run->ring, on_record, run, 16);
+	if (ret != -EPIPE)
+		fail(run, "a read after the poison returned %d (%s), expected "
+		     "-EPIPE", ret, lull_strerror(ret));
 	lull_ring_stats(run->ring, st);
 	if (st->safety_timeouts)
 		fail(run, "%" PRIu64 " lost wake-ups counted by the safety "

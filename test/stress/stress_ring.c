@@ -15,7 +15,9 @@
  * producer's records arrive in order with none lost and none repeated, that
  * the length is the one the producer chose for that sequence number, the
  * alignment, and every payload byte.  At the end every producer's count must
- * match and the ring must be empty.
+ * match, and the ring must end the way the last producer's detach ends it:
+ * with exactly one poison record (by read or by peek, chosen at random),
+ * then -EPIPE from read and peek.
  *
  * A watchdog thread ends the process with a message naming the
  * configuration and its progress counters when nothing moves for
@@ -876,13 +878,125 @@ static void consume_all(struct run *run)
 	}
 }
 
-/* After the producers are gone: every count matches, the ring is empty. */
+/* What the handler of the end's reads was handed. */
+struct end_seen {
+	unsigned calls;
+	int action; /* what to answer */
+	int32_t type;
+	uint32_t len;
+};
+
+static int on_end_record(const struct lull_record *rec, void *ctx)
+{
+	struct end_seen *e = ctx;
+
+	e->calls++;
+	e->type = rec->type;
+	e->len = rec->len;
+	return e->action;
+}
+
+/* A record of @type and @len is the poison; else fail, saying where. */
+static bool is_poison(struct run *run, int32_t type, uint32_t len,
+		      const char *how)
+{
+	if (type == LULL_TYPE_POISON && len == 0)
+		return true;
+	fail(run, "%s after the last record: type %" PRId32 " and length %"
+	     PRIu32 ", expected the poison record (type %d, length 0)", how,
+	     type, len, LULL_TYPE_POISON);
+	return false;
+}
+
+/*
+ * The ring's last producer has detached, every record was consumed: one
+ * poison record is left, alone, by read (kept once first, sometimes) or by
+ * peek + release, at random; then read and peek are -EPIPE, and stay so.
+ */
+static void check_poison(struct run *run)
+{
+	struct consumer *c = &run->cons;
+	struct lull_record rec, again;
+	struct end_seen e;
+	uint64_t r = rng_next(&c->rng);
+	int ret;
+
+	if (r & 1) {
+		if (r & 2) {
+			/* Kept, it is handed again by the next read. */
+			e = (struct end_seen){ .action = LULL_READ_KEEP };
+			ret = lull_ring_read(run->ring, on_end_record, &e,
+					     UINT_MAX);
+			if (ret != 0 || e.calls != 1) {
+				fail(run, "read keeping the poison returned "
+				     "%d after %u handler calls, expected 0 "
+				     "after 1", ret, e.calls);
+				return;
+			}
+			if (!is_poison(run, e.type, e.len, "kept read"))
+				return;
+		}
+		e = (struct end_seen){ .action = LULL_READ_CONTINUE };
+		ret = lull_ring_read(run->ring, on_end_record, &e, UINT_MAX);
+		if (ret != 1 || e.calls != 1) {
+			fail(run, "read of the poison returned %d (%s) after "
+			     "%u handler calls, expected 1 after 1", ret,
+			     ret < 0 ? lull_strerror(ret) : "a count",
+			     e.calls);
+			return;
+		}
+		if (!is_poison(run, e.type, e.len, "read"))
+			return;
+	} else {
+		ret = lull_ring_peek(run->ring, &rec);
+		if (ret) {
+			fail(run, "peek of the poison: %s (%d)",
+			     lull_strerror(ret), ret);
+			return;
+		}
+		if (!is_poison(run, rec.type, rec.len, "peek"))
+			return;
+		ret = lull_ring_peek(run->ring, &again);
+		if (ret || !is_poison(run, again.type, again.len,
+				      "second peek")) {
+			if (ret)
+				fail(run, "a second peek of the poison: %s "
+				     "(%d)", lull_strerror(ret), ret);
+			return;
+		}
+		ret = lull_ring_release(run->ring);
+		if (ret) {
+			fail(run, "release of the poison: %s (%d)",
+			     lull_strerror(ret), ret);
+			return;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		e = (struct end_seen){ .action = LULL_READ_CONTINUE };
+		ret = lull_ring_read(run->ring, on_end_record, &e, UINT_MAX);
+		if (ret != -EPIPE || e.calls) {
+			fail(run, "read after the poison returned %d (%s) "
+			     "after %u handler calls, expected -EPIPE", ret,
+			     lull_strerror(ret), e.calls);
+			return;
+		}
+		ret = lull_ring_peek(run->ring, &rec);
+		if (ret != -EPIPE) {
+			fail(run, "peek after the poison returned %d (%s), "
+			     "expected -EPIPE", ret, lull_strerror(ret));
+			return;
+		}
+	}
+}
+
+/*
+ * After the producers are gone: every count matches, and the ring holds
+ * nothing but the poison its last producer's detach left.
+ */
 static void check_end(struct run *run)
 {
 	struct consumer *c = &run->cons;
-	struct lull_record rec;
 	unsigned i;
-	int ret;
 
 	for (i = 0; i < run->cfg->producers; i++) {
 		struct producer *p = &run->prod[i];
@@ -896,23 +1010,7 @@ static void check_end(struct run *run)
 			return;
 		}
 	}
-	c->limit = UINT_MAX;
-	c->calls = 0;
-	c->bad = false;
-	c->ended = false;
-	c->action = LULL_READ_CONTINUE;
-	ret = lull_ring_read(run->ring, on_record, c, UINT_MAX);
-	if (c->bad)
-		return;
-	if (ret != -EAGAIN) {
-		fail(run, "read after the last record returned %d (%s), "
-		     "expected -EAGAIN", ret, lull_strerror(ret));
-		return;
-	}
-	ret = lull_ring_peek(run->ring, &rec);
-	if (ret != -EAGAIN)
-		fail(run, "peek after the last record returned %d (%s), "
-		     "expected -EAGAIN", ret, lull_strerror(ret));
+	check_poison(run);
 }
 
 /* ---------------------------------------------------------------------- */
