@@ -1,0 +1,835 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# test/audio/run.sh - the integration test of the streaming text-to-speech
+# example server and its load generator.
+#
+# Usage, from the repository root:
+#     test/audio/run.sh [SERVER [LOADGEN [ASAN_SERVER]]]
+# defaults: build/examples/audio-server, build/examples/audio-loadgen,
+# build/examples/audio-server-asan (an AddressSanitizer + UBSan build of
+# the server; when it is missing, the sanitizer round fails).
+# Environment: AUDIO_SKIP_ASAN=1 skips the sanitizer round (it is then
+# reported as skipped, not passed); AUDIO_KEEP=1 keeps the logs.
+#
+# What it checks (each line "ok" or "FAIL"):
+#   0. audio-loadgen itself, against test/audio/fake_server.py: every kind
+#      of broken stream is counted under its kind; valid streams, however
+#      they are cut into chunks and lines, pass;
+#   1. the server on an ephemeral port: /health, /metrics; 32 concurrent
+#      streams, all 200 with valid SSE and plausible audio; no lost
+#      wake-up (lull_ring_safety_timeouts_total 0); non-streaming wav and
+#      pcm; each bad request gets its status and a JSON error; keep-alive
+#      and pipelining; the page at / decodes audio in headless Chromium;
+#      an idle server exits 0 at once on SIGTERM;
+#   2. --fault synth: every stream ends in speech.audio.error; SIGINT;
+#   3. --wakeup poll, LULL_BACKEND=uring-eventfd and epoll: 32 streams;
+#   4. --pace realtime: clients that leave mid-stream leave the server
+#      healthy, active streams back to 0; SIGTERM under load exits 0 as
+#      soon as the running streams end, and each of them is intact, while
+#      new connections are refused; a stream longer than the drain
+#      deadline is cut with speech.audio.error, and the exit is still 0;
+#   5. audio-loadgen --ab --ab-server: both servers, the table, the plot;
+#   6. rounds 1-4 again with the sanitizer build, whose stderr must hold
+#      no AddressSanitizer, LeakSanitizer or UBSan report.
+# Prints one "audio: N passed, N failed" line at the end; exit status 1
+# when anything failed.
+set -u
+
+SERVER=${1:-build/examples/audio-server}
+LOADGEN=${2:-build/examples/audio-loadgen}
+ASAN_SERVER=${3:-build/examples/audio-server-asan}
+HERE=$(cd "$(dirname "$0")" && pwd)
+CHECK="python3 $HERE/check.py"
+T=$(mktemp -d "${TMPDIR:-/tmp}/lull-audio.XXXXXX")
+T0=$(date +%s%3N)
+passed=0
+failed=0
+skipped=0
+PIDS=""
+
+# The texts: short and medium sentences for load, a long one for streams
+# that must still be running when something happens to them.
+S1="Hello there."
+S2="The quick brown fox jumps over the lazy dog."
+S3="A ring buffer lets one thread hand audio to another without a lock."
+S4="Please hold while your call is connected, and thank you for waiting."
+LONG="This is a long passage of text, read out slowly, so that the stream \
+is still running when the client leaves or the server is told to stop. \
+It goes on for a while: one sentence after another, each of them spoken \
+in full, with nothing interesting to say at all, until the very end of \
+the paragraph, which comes after about twenty seconds of speech."
+
+# Under --pace realtime a worker serves one stream at a time, at the
+# audio's own rate: more concurrent streams than workers wait in line.
+# The real-time rounds use as many workers as they run streams at once.
+RT_WORKERS=4
+
+# An idle server must exit this fast after SIGTERM (ASan included).
+IDLE_EXIT_MS=300
+
+# A drain may overrun its deadline by this much: the cut streams' error
+# events still have to be sent, and the process has to exit.
+SLACK_MS=1500
+
+now_ms() { date +%s%3N; }
+
+cleanup() {
+	local p
+	for p in $PIDS; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	for p in $PIDS; do
+		wait "$p" 2>/dev/null
+	done
+	if [ "$failed" -eq 0 ] && [ -z "${AUDIO_KEEP:-}" ]; then
+		rm -rf "$T"
+	else
+		echo "audio: logs kept in $T"
+	fi
+}
+trap cleanup EXIT
+trap 'echo "audio: interrupted"; exit 130' INT TERM
+
+ok() {
+	passed=$((passed + 1))
+	printf '  ok    %s\n' "$1"
+}
+bad() {
+	failed=$((failed + 1))
+	printf '  FAIL  %s\n' "$1"
+}
+
+# check NAME COMMAND...: runs a check function (in this shell, so it may
+# set variables); shows its output as detail, all of it when it fails.
+check() {
+	local name=$1 rc
+	shift
+	"$@" >"$T/check.out" 2>&1
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		ok "$name"
+		[ -s "$T/check.out" ] && tail -n 3 "$T/check.out" |
+			sed 's/^/        /'
+	else
+		bad "$name"
+		tail -n 25 "$T/check.out" | sed 's/^/        /'
+	fi
+	return $rc
+}
+
+forget_pid() {
+	local p out=""
+	for p in $PIDS; do
+		[ "$p" = "$1" ] || out="$out $p"
+	done
+	PIDS=$out
+}
+
+# A running process that is not a zombie.
+alive() {
+	local state
+	[ -r "/proc/$1/stat" ] || return 1
+	state=$(sed 's/^.*) \(.\).*$/\1/' "/proc/$1/stat" 2>/dev/null)
+	[ -n "$state" ] && [ "$state" != Z ]
+}
+
+# start_server NAME BINARY ARGS...: starts it on an ephemeral port and
+# waits (20 s at most) for its "listening on HOST:PORT" line.  Sets
+# SRV_PID, SRV_URL, SRV_ERR (its stderr).
+start_server() {
+	local name=$1 bin=$2 line i
+	shift 2
+	SRV_ERR=$T/$name.err
+	SRV_URL=""
+	local cmd=("$bin")
+	[ "$bin" = fake_server ] && cmd=(python3 "$HERE/fake_server.py")
+	env ${SRV_ENV:-} "${cmd[@]}" --port 0 "$@" >"$T/$name.out" \
+		2>"$SRV_ERR" &
+	SRV_PID=$!
+	PIDS="$PIDS $SRV_PID"
+	for i in $(seq 200); do
+		if IFS= read -r line <"$T/$name.out"; then
+			case $line in
+			"listening on "*)
+				SRV_URL="http://${line#listening on }"
+				echo "$name: ${SRV_ENV:+$SRV_ENV }$bin $* at $SRV_URL"
+				return 0
+				;;
+			*)
+				echo "first line '$line', not 'listening on'"
+				break
+				;;
+			esac
+		fi
+		alive "$SRV_PID" || break
+		sleep 0.1
+	done
+	echo "$bin --port 0 $*: no 'listening on' line"
+	tail -n 20 "$SRV_ERR"
+	kill -KILL "$SRV_PID" 2>/dev/null
+	wait_pid "$SRV_PID" 5
+	SRV_PID=""
+	return 1
+}
+
+# wait_pid PID LIMIT_S: waits for it (SIGKILL after LIMIT_S seconds) and
+# returns its exit status.
+wait_pid() {
+	local t0 rc
+	t0=$(now_ms)
+	while alive "$1"; do
+		if [ $(($(now_ms) - t0)) -gt $(($2 * 1000)) ]; then
+			echo "pid $1 still running after $2 s: killed"
+			kill -KILL "$1" 2>/dev/null
+			break
+		fi
+		sleep 0.02
+	done
+	wait "$1" 2>/dev/null
+	rc=$?
+	forget_pid "$1"
+	return $rc
+}
+
+# stop_server LIMIT_S: SIGTERM, then up to LIMIT_S seconds for the exit.
+# Sets STOP_RC (137 when it had to be killed) and STOP_MS.
+stop_server() { # LIMIT_S [SIGNAL]
+	stop_server_async "${2:-TERM}"
+	stop_server_wait "$1"
+}
+
+# The two halves, for a test that acts while the server drains.
+stop_server_async() { # [SIGNAL]
+	STOP_T0=$(now_ms)
+	kill -"${1:-TERM}" "$SRV_PID" 2>/dev/null
+}
+stop_server_wait() { # LIMIT_S
+	wait_pid "$SRV_PID" "$1"
+	STOP_RC=$?
+	STOP_MS=$(($(now_ms) - STOP_T0))
+	SRV_PID=""
+}
+
+# The sanitizers' reports, and anything else alarming, on a stderr log.
+clean_stderr() {
+	if grep -nE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error|SUMMARY: [A-Za-z]*Sanitizer|AddressSanitizer:DEADLYSIGNAL' "$1"; then
+		return 1
+	fi
+	return 0
+}
+
+# req METHOD PATH [CURL ARGS...]: prints the status code ("000": no
+# response); the body lands in $T/body, the headers in $T/headers.
+req() {
+	local m=$1 p=$2
+	shift 2
+	timeout 20 curl -sS -o "$T/body" -D "$T/headers" -w '%{http_code}' \
+		--max-time 15 -X "$m" "$@" "$SRV_URL$p" 2>"$T/curl.err"
+}
+
+header() { # NAME: a response header's value, from $T/headers
+	tr -d '\r' <"$T/headers" | sed -n "s/^$1: *//Ip" | tail -n 1
+}
+
+metric() { # NAME: its value (summed over labels) on /metrics now
+	timeout 10 curl -sS --max-time 5 -o "$T/metrics" "$SRV_URL/metrics" &&
+		$CHECK metric "$T/metrics" "$1"
+}
+
+# wait_metric NAME OP VALUE SECONDS: polls /metrics until NAME OP VALUE.
+wait_metric() {
+	local v i
+	for i in $(seq $(($4 * 10))); do
+		v=$(metric "$1") || v=""
+		case $v in *[!0-9.e+-]* | "") ;; *)
+			if python3 -c "import sys; sys.exit(0 if $v $2 $3 else 1)"; then
+				echo "$1 = $v"
+				return 0
+			fi ;;
+		esac
+		sleep 0.1
+	done
+	echo "$1 = $v after $4 s, want $2 $3"
+	return 1
+}
+
+loadgen() { # LIMIT_S NAME ARGS...: runs audio-loadgen with --json --log
+	local limit=$1 name=$2
+	shift 2
+	timeout "$limit" "$LOADGEN" --url "$SRV_URL" --json --quiet \
+		--log "$T/$name.log" "$@" >"$T/$name.json" 2>"$T/$name.err"
+}
+
+# --- 0. the load generator, against a server that breaks streams -------
+
+t_loadgen_detects_every_fault() {
+	local faults="ok,bad_base64,odd_bytes,no_done,error_event,bad_json"
+	faults="$faults,status_500,wrong_type,no_audio,reset,truncated_chunk"
+	start_server fake fake_server --faults "$faults" ||
+		return 1
+	loadgen 60 fake --requests 22 --concurrency 4 --warmup 0 \
+		--sentence "one two" --sentence "a b c d e f g h"
+	local rc=$?
+	stop_server 10
+	[ $rc -eq 1 ] || { echo "loadgen exit $rc, want 1"; return 1; }
+	$CHECK faults "$T/fake.json" connect=2 status=2 http=2 sse=4 \
+		base64=2 odd_bytes=2 no_audio=2 no_done=2 error_event=2
+}
+
+t_loadgen_accepts_odd_framing() {
+	start_server fake2 fake_server --faults ok ||
+		return 1
+	loadgen 60 fake2 --requests 12 --concurrency 4 --warmup 0 \
+		--sentence "one two three four five six" --sentence "seven"
+	local rc=$?
+	stop_server 10
+	[ $rc -eq 0 ] || { cat "$T/fake2.err"; return 1; }
+	$CHECK load "$T/fake2.json" "$T/fake2.log" 12 4 \
+		"one two three four five six" "seven"
+}
+
+# --- 1. the basics --------------------------------------------------------
+t_health() {
+	local code
+	code=$(req GET /health)
+	[ "$code" = 200 ] || { echo "GET /health: $code"; return 1; }
+	$CHECK health "$T/body"
+}
+
+t_metrics() {
+	local code
+	code=$(req GET /metrics)
+	[ "$code" = 200 ] || { echo "GET /metrics: $code"; return 1; }
+	case $(header Content-Type) in
+	text/plain*) ;;
+	*) echo "Content-Type: $(header Content-Type)"; return 1 ;;
+	esac
+	$CHECK metrics_format "$T/body" &&
+		$CHECK metric "$T/body" tts_active_streams
+}
+
+t_32_streams() {
+	loadgen 120 "load32-$1" --requests 32 --concurrency 32 --warmup 0 \
+		--sentence "$S1" --sentence "$S2" --sentence "$S3" \
+		--sentence "$S4"
+	local rc=$?
+	[ $rc -eq 0 ] || { echo "loadgen exit $rc"; tail "$T/load32-$1.err"; }
+	$CHECK load "$T/load32-$1.json" "$T/load32-$1.log" 32 32 \
+		"$S1" "$S2" "$S3" "$S4" && [ $rc -eq 0 ]
+}
+
+t_no_lost_wakeups() {
+	wait_metric tts_active_streams == 0 10 || return 1
+	local v
+	v=$(metric lull_ring_safety_timeouts_total) || return 1
+	[ "$v" = 0 ] || {
+		echo "lull_ring_safety_timeouts_total = $v (lost wake-ups)"
+		grep safety_timeouts "$T/metrics"
+		return 1
+	}
+	v=$(metric lull_loop_safety_timeouts_total) || return 1
+	echo "ring safety timeouts 0, loop safety timeouts $v"
+}
+
+t_wav() {
+	local code
+	code=$(req POST /v1/audio/speech -H 'Content-Type: application/json' \
+		--data "{\"model\":\"tts-1\",\"input\":\"$S2\",\"voice\":\"alloy\",\"response_format\":\"wav\"}")
+	[ "$code" = 200 ] || { echo "HTTP $code"; head -c 300 "$T/body"; return 1; }
+	case $(header Content-Type) in
+	audio/wav* | audio/x-wav* | audio/wave*) ;;
+	*) echo "Content-Type: $(header Content-Type)"; return 1 ;;
+	esac
+	if command -v soxi >/dev/null 2>&1; then
+		cp "$T/body" "$T/speech.wav"
+		timeout 10 soxi "$T/speech.wav" || return 1
+	fi
+	$CHECK wav "$T/body" "$S2"
+}
+
+t_pcm_matches_stream() {
+	local code whole streamed
+	code=$(req POST /v1/audio/speech -H 'Content-Type: application/json' \
+		--data "{\"input\":\"$S3\",\"response_format\":\"pcm\"}")
+	[ "$code" = 200 ] || { echo "HTTP $code"; head -c 300 "$T/body"; return 1; }
+	$CHECK pcm "$T/body" "$S3" || return 1
+	whole=$(stat -c %s "$T/body")
+	code=$(req POST /v1/audio/speech -H 'Content-Type: application/json' \
+		-N --data "{\"input\":\"$S3\",\"stream\":true,\"stream_format\":\"sse\",\"response_format\":\"pcm\"}")
+	[ "$code" = 200 ] || { echo "stream: HTTP $code"; return 1; }
+	streamed=$($CHECK sse "$T/body" "$S3") || { echo "$streamed"; return 1; }
+	echo "whole pcm $whole bytes, streamed $streamed bytes"
+	# espeak-ng varies a sentence's length by a few milliseconds from
+	# one call to the next (even in one process): allow 5%.
+	python3 -c "import sys; sys.exit(0 if abs($whole - $streamed) <= 0.05 * $whole else 1)"
+}
+
+t_raw_stream() {
+	local code
+	code=$(req POST /v1/audio/speech -H 'Content-Type: application/json' \
+		-N --data "{\"input\":\"$S4\",\"stream\":true,\"stream_format\":\"audio\"}")
+	[ "$code" = 200 ] || { echo "HTTP $code"; head -c 300 "$T/body"; return 1; }
+	case $(header Transfer-Encoding) in
+	chunked) ;;
+	*) echo "Transfer-Encoding: $(header Transfer-Encoding)"; return 1 ;;
+	esac
+	$CHECK pcm "$T/body" "$S4"
+}
+
+# status, then curl arguments: each must get that status and a JSON error.
+BAD_CASES=(
+	"400|empty body|POST /v1/audio/speech|--data-binary|@/dev/null"
+	"400|invalid JSON|POST /v1/audio/speech|--data-binary|{\"input\": \"hi\""
+	"400|JSON array|POST /v1/audio/speech|--data-binary|[1,2]"
+	"400|trailing garbage|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\"} x"
+	"400|missing input|POST /v1/audio/speech|--data-binary|{\"voice\":\"alloy\"}"
+	"400|blank input|POST /v1/audio/speech|--data-binary|{\"input\":\"  \"}"
+	"400|input not a string|POST /v1/audio/speech|--data-binary|{\"input\":42}"
+	"400|unknown voice|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\",\"voice\":\"nobody\"}"
+	"400|speed too high|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\",\"speed\":10}"
+	"400|speed too low|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\",\"speed\":0.1}"
+	"400|speed a string|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\",\"speed\":\"fast\"}"
+	"400|stream not a boolean|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\",\"stream\":\"yes\"}"
+	"400|unknown stream_format|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\",\"stream\":true,\"stream_format\":\"ws\"}"
+	"400|unknown response_format|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\",\"response_format\":\"mp3\"}"
+	"400|streamed wav|POST /v1/audio/speech|--data-binary|{\"input\":\"hi\",\"stream\":true,\"response_format\":\"wav\"}"
+	"404|unknown path|GET /nope|"
+	"404|unknown path, POST|POST /v1/audio/nope|--data-binary|{}"
+	"405|GET on the speech API|GET /v1/audio/speech|"
+	"405|DELETE /health|DELETE /health|"
+	"405|POST /metrics|POST /metrics|--data-binary|x"
+)
+
+t_bad_request() { # STATUS|NAME|METHOD PATH|CURL ARGS...
+	local f want mp code allow
+	IFS='|' read -r -a f <<<"$1"
+	want=${f[0]} mp=${f[2]}
+	if [ "${mp%% *}" = POST ]; then
+		code=$(req POST "${mp#* }" -H 'Content-Type: application/json' \
+			"${f[@]:3}")
+	else
+		code=$(req "${mp%% *}" "${mp#* }" "${f[@]:3}")
+	fi
+	[ "$code" = "$want" ] || {
+		echo "HTTP $code, want $want: $(head -c 300 "$T/body")"
+		return 1
+	}
+	case $(header Content-Type) in
+	application/json*) ;;
+	*) echo "Content-Type: $(header Content-Type)"; return 1 ;;
+	esac
+	if [ "$want" = 405 ]; then
+		allow=$(header Allow)
+		[ -n "$allow" ] || { echo "405 without an Allow header"; return 1; }
+	fi
+	$CHECK error_json "$T/body"
+}
+
+t_invalid_utf8() {
+	printf '{"input":"caf\xe9 \xff"}' >"$T/utf8.json"
+	local code
+	code=$(req POST /v1/audio/speech -H 'Content-Type: application/json' \
+		--data-binary "@$T/utf8.json")
+	[ "$code" = 400 ] || { echo "HTTP $code"; return 1; }
+	$CHECK error_json "$T/body"
+}
+
+t_input_too_long() {
+	python3 -c 'import json; print(json.dumps({"input": "a" * 5000}))' \
+		>"$T/long.json"
+	local code
+	code=$(req POST /v1/audio/speech -H 'Content-Type: application/json' \
+		--data-binary "@$T/long.json")
+	[ "$code" = 400 ] || { echo "HTTP $code"; return 1; }
+	$CHECK error_json "$T/body"
+}
+
+t_headers_too_large() {
+	local big code
+	big=$(head -c 20000 /dev/zero | tr '\0' 'x')
+	code=$(req GET /health -H "X-Big: $big")
+	[ "$code" = 431 ] || { echo "HTTP $code"; cat "$T/curl.err"; return 1; }
+	$CHECK error_json "$T/body"
+}
+
+t_body_too_large() {
+	local code
+	python3 -c 'import json; print(json.dumps({"input": "a " * 60000}))' \
+		>"$T/huge.json"
+	code=$(req POST /v1/audio/speech -H 'Expect:' \
+		-H 'Content-Type: application/json' --data-binary "@$T/huge.json")
+	[ "$code" = 413 ] || { echo "HTTP $code"; cat "$T/curl.err"; return 1; }
+	$CHECK error_json "$T/body"
+}
+
+t_url_too_long() {
+	local code path
+	path=/$(head -c 5000 /dev/zero | tr '\0' 'a')
+	code=$(req GET "$path")
+	[ "$code" = 414 ] || { echo "HTTP $code"; return 1; }
+	$CHECK error_json "$T/body"
+}
+
+# t_stop LIMIT_S [SIGNAL]: stop an idle server; it must exit 0 at once.
+t_stop() {
+	stop_server "$1" "${2:-TERM}"
+	echo "exit status $STOP_RC after $STOP_MS ms"
+	[ "$STOP_RC" = 0 ] || return 1
+	# Nothing to drain: a slow exit is a lost wake-up that a safety-net
+	# timeout rescued.
+	[ "$STOP_MS" -le "$IDLE_EXIT_MS" ] || {
+		echo "an idle server took over $IDLE_EXIT_MS ms to exit"
+		return 1
+	}
+}
+
+t_stderr_clean() { # LOG
+	clean_stderr "$1"
+}
+
+round_basics() { # TAG BINARY
+	local tag=$1 bin=$2 c
+	echo "round $tag: basics"
+	check "$tag: server starts, prints its port" \
+		start_server "basic-$tag" "$bin" || return
+	check "$tag: GET /health" t_health
+	check "$tag: GET /metrics (Prometheus text)" t_metrics
+	check "$tag: 32 concurrent streams, all valid" t_32_streams "$tag"
+	check "$tag: active streams 0 after, no lost wake-ups" \
+		t_no_lost_wakeups
+	check "$tag: non-streaming wav is RIFF/WAVE" t_wav
+	check "$tag: non-streaming pcm ~ streamed pcm (SSE by curl)" \
+		t_pcm_matches_stream
+	check "$tag: stream_format audio: chunked raw pcm" t_raw_stream
+	for c in "${BAD_CASES[@]}"; do
+		IFS='|' read -r status name _ <<<"$c"
+		check "$tag: $status for $name" t_bad_request "$c"
+	done
+	check "$tag: 400 for invalid UTF-8" t_invalid_utf8
+	check "$tag: 400 for input over the limit" t_input_too_long
+	check "$tag: 431 for oversized headers" t_headers_too_large
+	check "$tag: 413 for an oversized body" t_body_too_large
+	check "$tag: 414 for an oversized URL" t_url_too_long
+	check "$tag: still healthy after the bad requests" t_health
+	check "$tag: keep-alive: GET, stream, GET on one connection" \
+		t_keepalive sequential
+	check "$tag: pipelining: 2 GETs in one write, then a stream" \
+		t_keepalive pipelined
+	check "$tag: GET / serves the page" t_page
+	if [ "$tag" = plain ]; then
+		check "$tag: the page decodes streamed audio in Chromium" \
+			t_browser
+	fi
+	check "$tag: SIGTERM when idle: exit 0 at once" t_stop 15
+	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
+}
+
+# --- 2. a synthesis failure -----------------------------------------------
+t_fault_stream() {
+	loadgen 60 "fault-$1" --requests 4 --concurrency 2 --warmup 0 \
+		--sentence "$S3"
+	local rc=$?
+	[ $rc -eq 1 ] || { echo "loadgen exit $rc, want 1"; return 1; }
+	$CHECK faults "$T/fault-$1.json" error_event=4
+}
+
+round_fault() { # TAG BINARY
+	local tag=$1 bin=$2
+	echo "round $tag: synthesis failure"
+	check "$tag: server starts with --fault synth" \
+		start_server "fault-$tag" "$bin" --fault synth || return
+	check "$tag: every stream ends in speech.audio.error" \
+		t_fault_stream "$tag"
+	check "$tag: healthy after the failures" t_health
+	check "$tag: active streams back to 0" \
+		wait_metric tts_active_streams == 0 10
+	check "$tag: SIGINT: exit 0 at once" t_stop 15 INT
+	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
+}
+
+# --- 2b. the other wake-up mode and loop backends ---------------------------
+t_backend() { # BACKEND
+	local code
+	code=$(req GET /health)
+	[ "$code" = 200 ] || { echo "GET /health: $code"; return 1; }
+	grep -q "\"backend\":\"$1\"" "$T/body" || {
+		echo "/health: $(cat "$T/body")"
+		return 1
+	}
+}
+
+t_keepalive() { # sequential|pipelined
+	timeout 30 $CHECK keepalive "$1" "${SRV_URL#http://}" "$S2"
+}
+
+round_variants() { # TAG BINARY
+	local tag=$1 bin=$2 b
+	echo "round $tag: --wakeup poll, and the other loop backends"
+	check "$tag: server starts with --wakeup poll" \
+		start_server "poll-$tag" "$bin" --wakeup poll || return
+	check "$tag: poll: 32 concurrent streams, all valid" \
+		t_32_streams "poll-$tag"
+	check "$tag: poll: SIGTERM: exit 0 at once" t_stop 15
+	check "$tag: poll: stderr clean" t_stderr_clean "$SRV_ERR"
+	for b in uring-eventfd epoll; do
+		SRV_ENV="LULL_BACKEND=$b"
+		check "$tag: server starts with LULL_BACKEND=$b" \
+			start_server "$b-$tag" "$bin" || { SRV_ENV=; continue; }
+		SRV_ENV=
+		check "$tag: $b: /health names the backend" t_backend "$b"
+		check "$tag: $b: 32 concurrent streams, all valid" \
+			t_32_streams "$b-$tag"
+		check "$tag: $b: keep-alive" t_keepalive sequential
+		check "$tag: $b: pipelining" t_keepalive pipelined
+		check "$tag: $b: SIGTERM: exit 0 at once" t_stop 15
+		check "$tag: $b: stderr clean" t_stderr_clean "$SRV_ERR"
+	done
+}
+
+# --- 3. clients that leave --------------------------------------------------
+t_disconnects() { # TAG
+	local i pids="" rc body out=$T/leave-$1
+	body="{\"input\":\"$LONG\",\"stream\":true,\"stream_format\":\"sse\"}"
+	for i in 1 2 3 4; do
+		timeout 10 curl -sS -N --max-time 0.3 -o "$out-$i.sse" \
+			-w "client $i: HTTP %{http_code}, %{size_download} bytes, first byte after %{time_starttransfer} s\n" \
+			-H 'Content-Type: application/json' --data "$body" \
+			"$SRV_URL/v1/audio/speech" >"$out-$i.txt" 2>&1 &
+		pids="$pids $!"
+	done
+	i=0
+	for p in $pids; do
+		i=$((i + 1))
+		wait "$p"
+		rc=$?
+		cat "$out-$i.txt"
+		[ $rc -eq 28 ] || { echo "curl exit $rc, want 28 (timeout)"; return 1; }
+	done
+	for i in 1 2 3 4; do
+		grep -q 'speech.audio.delta' "$out-$i.sse" 2>/dev/null || {
+			echo "client $i got no audio before it left"
+			return 1
+		}
+	done
+	# Gone before the first byte, and half a request.
+	timeout 10 python3 - "${SRV_URL#http://}" "$body" <<'EOF' || return 1
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+body = sys.argv[2].encode()
+req = (b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
+       b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+       % len(body)) + body
+for cut in (len(req), len(req) - 10, 20):
+    s = socket.create_connection((host, int(port)))
+    s.sendall(req[:cut])
+    s.close()
+EOF
+	echo "4 clients left after 0.3 s, 3 more left early"
+}
+
+t_disconnects_counted() {
+	wait_metric tts_active_streams == 0 10 || return 1
+	wait_metric tts_connections '<=' 1 10 || return 1
+	local v
+	v=$(metric tts_client_disconnects_total) || return 1
+	echo "tts_client_disconnects_total = $v"
+	python3 -c "import sys; sys.exit(0 if $v >= 4 else 1)"
+}
+
+t_stream_after_disconnects() {
+	loadgen 60 "after-$1" --requests 2 --concurrency 2 --warmup 0 \
+		--sentence "$S1" &&
+		$CHECK load "$T/after-$1.json" "$T/after-$1.log" 2 2 "$S1"
+}
+
+# --- 4. SIGTERM ---------------------------------------------------------------
+t_sigterm_under_load() { # TAG DRAIN_S
+	local tag=$1 drain=$2 lg rc active code
+	"$LOADGEN" --url "$SRV_URL" --json --quiet --log "$T/drain-$tag.log" \
+		--requests 24 --concurrency "$RT_WORKERS" --warmup 0 --timeout 30 \
+		--sentence "$S2" --sentence "$S3" --sentence "$S4" \
+		>"$T/drain-$tag.json" 2>"$T/drain-$tag.err" &
+	lg=$!
+	PIDS="$PIDS $lg"
+	wait_metric tts_active_streams '>=' "$RT_WORKERS" 10 || return 1
+	sleep 0.5 # into the streams, not at their start
+	active=$(metric tts_active_streams)
+	stop_server_async
+	# While it drains, a new request gets no stream.
+	sleep 0.2
+	code=$(req POST /v1/audio/speech --max-time 3 \
+		-H 'Content-Type: application/json' --data "{\"input\":\"$S1\",\"stream\":true}")
+	echo "a request during the drain: HTTP $code"
+	case $code in
+	000 | 503) ;;
+	*) echo "want no response or 503"; return 1 ;;
+	esac
+	stop_server_wait $((drain + 5))
+	echo "exit status $STOP_RC after $STOP_MS ms ($active streams active at SIGTERM, deadline ${drain} s)"
+	wait_pid "$lg" 40
+	rc=$?
+	echo "loadgen exit $rc"
+	[ "$STOP_RC" = 0 ] || return 1
+	# Every stream running at SIGTERM has at most one sentence (< 5 s)
+	# left: the server must exit when they end, well before the deadline.
+	[ "$STOP_MS" -le $(((drain - 3) * 1000)) ] || {
+		echo "took longer than the streams needed (< 5 s)"
+		return 1
+	}
+	$CHECK drained "$T/drain-$tag.log" "$active"
+}
+
+t_deadline_cuts_long_stream() { # TAG DRAIN_S
+	local tag=$1 drain=$2 lg rc
+	"$LOADGEN" --url "$SRV_URL" --json --quiet --log "$T/cut-$tag.log" \
+		--requests 1 --concurrency 1 --warmup 0 --timeout 30 \
+		--sentence "$LONG" >"$T/cut-$tag.json" 2>"$T/cut-$tag.err" &
+	lg=$!
+	PIDS="$PIDS $lg"
+	wait_metric tts_active_streams '>=' 1 10 || return 1
+	sleep 0.5
+	stop_server_async
+	stop_server_wait $((drain + 5))
+	wait_pid "$lg" 20
+	rc=$?
+	echo "exit status $STOP_RC after $STOP_MS ms (deadline ${drain} s), loadgen exit $rc"
+	[ "$STOP_RC" = 0 ] || return 1
+	[ "$STOP_MS" -le $((drain * 1000 + SLACK_MS)) ] || {
+		echo "took longer than the ${drain} s deadline + $SLACK_MS ms"
+		return 1
+	}
+	$CHECK cut "$T/cut-$tag.log"
+}
+
+round_realtime() { # TAG BINARY
+	local tag=$1 bin=$2
+	echo "round $tag: real-time pace, disconnects, SIGTERM"
+	check "$tag: server starts with --pace realtime" \
+		start_server "rt-$tag" "$bin" --pace realtime \
+		--workers "$RT_WORKERS" --drain-seconds 10 || return
+	check "$tag: clients leave mid-stream" t_disconnects "$tag"
+	check "$tag: healthy after, active streams back to 0" \
+		t_disconnects_counted
+	check "$tag: streams still work after the disconnects" \
+		t_stream_after_disconnects "$tag"
+	check "$tag: SIGTERM under load: exit 0 in time, streams intact" \
+		t_sigterm_under_load "$tag" 10
+	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
+	check "$tag: server starts with --drain-seconds 1" \
+		start_server "cut-$tag" "$bin" --pace realtime \
+		--drain-seconds 1 || return
+	check "$tag: drain deadline cuts a long stream with an error event" \
+		t_deadline_cuts_long_stream "$tag" 1
+	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
+}
+
+# --- 6. the page, in headless Chromium ---------------------------------------
+t_page() {
+	local code
+	code=$(req GET /)
+	[ "$code" = 200 ] || { echo "GET /: $code"; return 1; }
+	case $(header Content-Type) in
+	text/html*) ;;
+	*) echo "Content-Type: $(header Content-Type)"; return 1 ;;
+	esac
+	grep -q 'data-samples' "$T/body" || {
+		echo "the page does not expose data-samples"
+		return 1
+	}
+}
+
+# The page starts speaking at load when the URL has ?text=, and keeps its
+# progress on <body data-state data-samples data-deltas data-error>.
+# --dump-dom prints the DOM once the virtual time budget is spent; virtual
+# time stands still while a fetch is pending, so the dump comes after the
+# stream ends (or after the timeout, which fails the check).
+t_browser() {
+	local text="Hello from headless Chromium, streaming over Web Audio."
+	local url prof rc
+	command -v chromium >/dev/null 2>&1 || {
+		echo "chromium is not installed (scripts/deps.sh audio)"
+		return 1
+	}
+	prof=$(mktemp -d "$T/chromium.XXXXXX")
+	url="$SRV_URL/?text=$(python3 -c 'import sys, urllib.parse
+print(urllib.parse.quote(sys.argv[1]))' "$text")"
+	timeout 60 chromium --headless --no-sandbox --disable-gpu \
+		--disable-quic --no-first-run --disable-background-networking \
+		--disable-component-update --disable-sync \
+		--user-data-dir="$prof" \
+		--autoplay-policy=no-user-gesture-required \
+		--virtual-time-budget=15000 --dump-dom "$url" \
+		>"$T/page.dom" 2>"$T/chromium.err"
+	rc=$?
+	[ $rc -eq 0 ] || {
+		echo "chromium exit $rc"
+		tail -n 5 "$T/chromium.err"
+		return 1
+	}
+	$CHECK page "$T/page.dom" "$text"
+}
+
+# --- the load generator's A/B mode ------------------------------------------
+t_ab() {
+	local rc
+	timeout 120 "$LOADGEN" --ab --ab-server "$SERVER" --requests 16 \
+		--concurrency 1 --concurrency 8 --warmup 2 --json \
+		--plot "$T/ab.png" >"$T/ab.json" 2>"$T/ab.err"
+	rc=$?
+	grep -A 13 '^A/B' "$T/ab.err"
+	[ $rc -eq 0 ] || { echo "loadgen exit $rc"; tail "$T/ab.err"; return 1; }
+	python3 - "$T/ab.json" <<'EOF' || return 1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+modes = [(r["mode"], r["concurrency"]) for r in rows]
+want = [("poll", 1), ("poll", 8), ("park", 1), ("park", 8)]
+if modes != want or any(r["errors"] for r in rows):
+    sys.exit(f"levels {modes}, want {want}; {rows}")
+EOF
+	grep -q '^metric .*baseline poll.*candidate park.*delta.*change' \
+		"$T/ab.err" || { echo "no A/B table"; return 1; }
+	[ "$(head -c 8 "$T/ab.png" | od -An -tx1 | tr -d ' \n')" = \
+		89504e470d0a1a0a ] || { echo "$T/ab.png is not a PNG"; return 1; }
+}
+
+# --- main ----------------------------------------------------------------------
+for f in "$SERVER" "$LOADGEN"; do
+	if [ ! -x "$f" ]; then
+		echo "audio: $f is not built (make $f)"
+		echo "audio: 0 passed, 1 failed"
+		exit 1
+	fi
+done
+
+echo "round 0: the load generator"
+check "loadgen counts every kind of broken stream" \
+	t_loadgen_detects_every_fault
+check "loadgen accepts valid streams however they are cut" \
+	t_loadgen_accepts_odd_framing
+
+round_basics plain "$SERVER"
+round_fault plain "$SERVER"
+round_variants plain "$SERVER"
+round_realtime plain "$SERVER"
+echo "round ab: audio-loadgen --ab against the real server"
+check "loadgen --ab --ab-server: table, plot, both servers exit 0" t_ab
+
+if [ -n "${AUDIO_SKIP_ASAN:-}" ]; then
+	echo "round asan: skipped (AUDIO_SKIP_ASAN)"
+	skipped=1
+elif [ ! -x "$ASAN_SERVER" ]; then
+	bad "asan: $ASAN_SERVER is not built"
+else
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}
+	export UBSAN_OPTIONS=print_stacktrace=1:${UBSAN_OPTIONS:-}
+	round_basics asan "$ASAN_SERVER"
+	round_fault asan "$ASAN_SERVER"
+	round_variants asan "$ASAN_SERVER"
+	round_realtime asan "$ASAN_SERVER"
+fi
+
+echo "audio: took $((($(now_ms) - T0) / 1000)) s"
+[ "$skipped" -eq 1 ] && echo "audio: the sanitizer round was skipped"
+echo "audio: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
