@@ -154,6 +154,7 @@ deps-bench:
 bench: deps-bench
 	$(Q)$(MAKE) --no-print-directory $(PERF_BIN)
 	$(Q)$(B)/perf/throughput
+	$(Q)$(B)/perf/handoff
 
 # --- install -------------------------------------------------------------
 install: lib
