@@ -236,6 +236,9 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 	if (loop->backend != LULL_BACKEND_URING_FUTEX)
 		lull__wake_fd_set(ring->region, loop->kick_fd);
 	recompute_asym(loop);
+	/* A stopping loop waits for every ring's end: this one's too. */
+	if (loop->stopping)
+		lull_ring_shutdown(ring, LULL_SHUTDOWN_GRACEFUL);
 	return 0;
 }
 

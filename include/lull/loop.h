@@ -95,7 +95,8 @@ int lull_loop_backend(const struct lull_loop *loop);
 
 /*
  * Attach a ring whose consumer role @ring holds: the loop reads up to
- * @batch records per pass into @fn (0: 256).  Returns 0, -EINVAL, -EPERM
+ * @batch records per pass into @fn (0: 256).  A ring attached while the
+ * loop is stopping is shut down at once, like the others.  Returns 0, -EINVAL, -EPERM
  * (not the consumer handle), -EBUSY (attached already, or parked on an
  * io_uring of the caller's), -ENOMEM.
  */
