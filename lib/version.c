@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* version.c - the library version and error strings. */
+#include <string.h>
+
 #include "internal.h"
 
 LULL_EXPORT const char *lull_version(void)
@@ -32,6 +34,8 @@ LULL_EXPORT const char *lull_strerror(int err)
 	case EPIPE:
 		return "ring shut down";
 	default:
-		return "unknown error";
+		/* Any other errno value, e.g. one a callback passed on. */
+		return strerrordesc_np((int)code) ? strerrordesc_np((int)code)
+						  : "unknown error";
 	}
 }

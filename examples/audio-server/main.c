@@ -22,11 +22,15 @@
  * (workers, espeak-ng, soxr, rings), metrics.c, buf.c, index.html.
  *
  * Build: make build/examples/audio-server (after `make audio-deps`), or
- * against an installed lull:
- *     cc -std=c11 -D_GNU_SOURCE -O2 -I. *.c -o audio-server \
- *         $(pkg-config --cflags --libs lull espeak-ng soxr libcjson \
- *           libsodium liburing) -lhttp_parser -lm -pthread
- * (page.h first: see the rule in audio.mk.)
+ * by hand against an installed lull, in this folder (page.h is the page
+ * as a C array, generated into a folder of its own):
+ *     mkdir -p gen && { echo 'static const unsigned char page_html[] = {'; \
+ *       od -An -v -tx1 index.html | sed 's/ *\([0-9a-f]\{2\}\)/0x\1,/g'; \
+ *       echo '};'; } > gen/page.h
+ *     cc -std=c11 -D_GNU_SOURCE -O2 -Igen main.c server.c http.c speech.c \
+ *         tts.c metrics.c buf.c -o audio-server $(pkg-config --cflags \
+ *         --libs lull espeak-ng soxr libcjson libsodium liburing) \
+ *         -lhttp_parser -lm -pthread
  * Run:   audio-server --port 8000, then open http://127.0.0.1:8000/
  */
 #include <errno.h>
@@ -178,8 +182,8 @@ int main(int argc, char **argv)
 				optarg, "--send-timeout", 1, 3600, false);
 			break;
 		case O_CHUNK:
-			cfg.chunk_ms = (unsigned)number(optarg, "--chunk-ms", 10,
-							1000, false);
+			cfg.chunk_ms = (unsigned)number(optarg, "--chunk-ms",
+							10, 1000, false);
 			break;
 		case O_IDLE:
 			cfg.idle_timeout_s = (unsigned)number(

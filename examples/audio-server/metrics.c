@@ -80,18 +80,14 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 
 	ret = head(out, "tts_http_responses_total", "counter",
 		   "HTTP responses by status code.");
-	for (unsigned i = 0; i < METRICS_NSTATUS && !ret; i++) {
-		if (i < METRICS_NSTATUS - 1)
-			ret = buf_printf(out,
-					 "tts_http_responses_total{code=\"%d\"} "
-					 "%" PRIu64 "\n",
-					 statuses[i], m->responses[i]);
-		else
-			ret = buf_printf(out,
-					 "tts_http_responses_total{code=\"other\"}"
-					 " %" PRIu64 "\n",
-					 m->responses[i]);
-	}
+	for (unsigned i = 0; i < METRICS_NSTATUS - 1 && !ret; i++)
+		ret = buf_printf(out, "%s{code=\"%d\"} %" PRIu64 "\n",
+				 "tts_http_responses_total", statuses[i],
+				 m->responses[i]);
+	if (!ret)
+		ret = buf_printf(out, "%s{code=\"other\"} %" PRIu64 "\n",
+				 "tts_http_responses_total",
+				 m->responses[METRICS_NSTATUS - 1]);
 	ret = ret ||
 	      head(out, "tts_info", "gauge",
 		   "Configuration: wake-up mode, loop backend, pace.") ||

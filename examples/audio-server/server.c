@@ -53,7 +53,8 @@
 
 #define CHUNK_RING_CAPACITY (2u << 20) /* 2 MiB: ~400 chunks of 100 ms */
 #define CHUNK_BATCH 64u                /* records per loop pass */
-#define IN_BUFFER 16384u
+#define IN_BUFFER 16384u   /* unparsed input: a pipelined request */
+#define RECV_BUFFER 4096u  /* what one recv may bring */
 #define KEEP_BUFFER 65536u  /* larger buffers are freed between requests */
 #define POLL_INTERVAL_NS 1000000ull       /* --wakeup poll */
 #define FORCE_CLOSE_NS 1000000000ull      /* after the drain deadline */
@@ -90,6 +91,12 @@ struct conn {
 	uint64_t out_sent;       /* bytes ever written */
 	size_t in_len;
 	char in[IN_BUFFER];
+	/*
+	 * The recv in flight writes here, never into `in`: parsing moves
+	 * what is left of `in` to its start, which must not happen under
+	 * the kernel's feet.
+	 */
+	char rbuf[RECV_BUFFER];
 };
 
 struct stream {
@@ -141,7 +148,7 @@ static void check_drained(struct server *s);
 static void begin_drain(struct server *s, const char *why);
 static void sweep_arm(struct server *s);
 
-/* --- small helpers ------------------------------------------------------ */
+/* --- small helpers -------------------------------------------------------- */
 
 static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void logmsg(const char *fmt, ...)
@@ -161,6 +168,26 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Cancel a timer we hold, and forget it. */
+static void timer_cancel(struct server *s, struct lull_loop_timer **timer)
+{
+	int ret;
+
+	if (!*timer)
+		return;
+	ret = lull_loop_timer_cancel(s->loop, *timer);
+	if (ret < 0 && ret != -ENOENT)
+		logmsg("lull_loop_timer_cancel: %s", lull_strerror(ret));
+	*timer = NULL;
+}
+
+/* Close a descriptor; there is nothing to do about a failure but say so. */
+static void close_fd(int fd)
+{
+	if (close(fd) < 0)
+		logmsg("close: %s", strerror(errno));
 }
 
 static const char *mode_name(enum speech_stream mode)
@@ -225,10 +252,8 @@ static void stream_orphan(struct server *s, struct stream *st)
 static void conn_free(struct conn *c)
 {
 	struct server *s = c->srv;
-	int ret;
 
-	if (c->linger_timer)
-		lull_loop_timer_cancel(s->loop, c->linger_timer);
+	timer_cancel(s, &c->linger_timer);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -236,9 +261,7 @@ static void conn_free(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
-	ret = close(c->fd);
-	if (ret < 0)
-		logmsg("close: %s", strerror(errno));
+	close_fd(c->fd);
 	http_reader_fini(&c->http);
 	buf_free(&c->sending);
 	buf_free(&c->pending);
@@ -342,7 +365,6 @@ static void conn_linger(struct conn *c)
 		return;
 	}
 	c->lingering = true;
-	c->in_len = 0;
 	ret = lull_loop_timer(c->srv->loop, LINGER_NS, 0, on_linger_timeout,
 			      c, &c->linger_timer);
 	if (ret < 0) {
@@ -366,9 +388,9 @@ static void on_recv(struct lull_loop *loop, int res, uint32_t flags,
 		/* cancelled, or woken by the shutdown: nothing to do */
 	} else if (res > 0) {
 		s->m.bytes_received += (uint64_t)res;
-		if (c->lingering) {
-			c->in_len = 0;
-		} else {
+		if (!c->lingering) {
+			/* recv_arm() asked for no more than there is room. */
+			memcpy(c->in + c->in_len, c->rbuf, (size_t)res);
 			c->in_len += (size_t)res;
 			conn_input(c);
 		}
@@ -385,10 +407,11 @@ static void on_recv(struct lull_loop *loop, int res, uint32_t flags,
 
 static void recv_arm(struct conn *c)
 {
+	size_t room = sizeof(c->in) - c->in_len;
 	struct io_uring_sqe *sqe;
 	int ret;
 
-	if (c->recv_armed || c->closing || c->in_len == sizeof(c->in))
+	if (c->recv_armed || c->closing || !room)
 		return;
 	ret = lull_loop_sqe(c->srv->loop, on_recv, c, &sqe);
 	if (ret < 0) {
@@ -397,8 +420,8 @@ static void recv_arm(struct conn *c)
 		conn_close(c);
 		return;
 	}
-	io_uring_prep_recv(sqe, c->fd, c->in + c->in_len,
-			   sizeof(c->in) - c->in_len, 0);
+	io_uring_prep_recv(sqe, c->fd, c->rbuf,
+			   room < sizeof(c->rbuf) ? room : sizeof(c->rbuf), 0);
 	c->recv_ud = sqe->user_data;
 	c->recv_armed = true;
 	c->ops++;
@@ -570,7 +593,7 @@ static void respond_json_error(struct conn *c, int status, const char *type,
 	respond_error(c, &err, extra);
 }
 
-/* --- the audio a stream receives ---------------------------------------- */
+/* --- the audio a stream receives ------------------------------------------ */
 
 /* Detach a stream from its connection once its response is complete. */
 static void stream_finish(struct server *s, struct stream *st)
@@ -795,13 +818,10 @@ static int on_chunk_record(const struct lull_record *rec, void *ctx)
 		break;
 	case LULL_TYPE_POISON:
 		s->chunks_done = true;
-		if (s->poll_timer) {
-			lull_loop_timer_cancel(s->loop, s->poll_timer);
-			s->poll_timer = NULL;
-		}
+		timer_cancel(s, &s->poll_timer);
 		if (s->stopping) {
-			if (s->cfg.wakeup_poll)
-				lull_loop_stop(s->loop);
+			if (s->cfg.wakeup_poll && lull_loop_stop(s->loop) < 0)
+				logmsg("lull_loop_stop failed");
 		} else if (!s->exit_status) {
 			/* Every worker is gone without a word. */
 			engine_failed(s, "all workers exited");
@@ -834,7 +854,7 @@ static void on_poll_tick(struct lull_loop *loop, void *ctx)
 		logmsg("lull_ring_read: %s", lull_strerror(n));
 }
 
-/* --- requests --------------------------------------------------------------- */
+/* --- requests ------------------------------------------------------------- */
 
 static void handle_speech(struct conn *c)
 {
@@ -937,11 +957,15 @@ static void metrics_view(struct server *s, struct metrics_view *v)
 	v->queued_jobs = s->live_streams;
 	v->workers = tts_pool_workers(s->pool);
 	v->uptime_s = (double)(now_ns() - s->started_ns) / 1e9;
-	lull_ring_stats(s->chunks, &v->chunk_ring);
+	/* These fail only for NULL arguments; then the counters read 0. */
+	if (lull_ring_stats(s->chunks, &v->chunk_ring) < 0)
+		logmsg("lull_ring_stats failed");
 	for (unsigned i = 0; i < v->workers; i++)
-		tts_pool_ring_stats(s->pool, i, &s->request_stats[i]);
+		if (tts_pool_ring_stats(s->pool, i, &s->request_stats[i]) < 0)
+			logmsg("lull_ring_stats failed");
 	v->request_rings = s->request_stats;
-	lull_loop_stats(s->loop, &v->loop);
+	if (lull_loop_stats(s->loop, &v->loop) < 0)
+		logmsg("lull_loop_stats failed");
 	tts_engine_stats(&v->engine);
 }
 
@@ -995,7 +1019,8 @@ static void handle_request(struct conn *c)
 					   http_method_str(hr->method), path);
 		else if (path[1] == '\0')
 			respond(c, 200, "text/html; charset=utf-8", page_html,
-				sizeof(page_html), "Cache-Control: no-cache\r\n");
+				sizeof(page_html),
+				"Cache-Control: no-cache\r\n");
 		else
 			handle_page(c, path[1] == 'm');
 		return;
@@ -1043,7 +1068,7 @@ static void conn_input(struct conn *c)
 	}
 }
 
-/* --- accepting ---------------------------------------------------------- */
+/* --- accepting ------------------------------------------------------------ */
 
 /*
  * Close connections that sent no complete request for --idle-timeout:
@@ -1111,8 +1136,7 @@ static void refuse(struct server *s, int fd)
 	/* A fresh socket has room for this; if not, it does not matter. */
 	if (send(fd, busy, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		logmsg("refusing a connection: send: %s", strerror(errno));
-	if (close(fd) < 0)
-		logmsg("close: %s", strerror(errno));
+	close_fd(fd);
 }
 
 static void conn_start(struct server *s, int fd)
@@ -1121,7 +1145,7 @@ static void conn_start(struct server *s, int fd)
 	int one = 1;
 
 	if (s->draining) {
-		close(fd);
+		close_fd(fd);
 		return;
 	}
 	if (s->nconns >= s->cfg.max_connections) {
@@ -1135,7 +1159,7 @@ static void conn_start(struct server *s, int fd)
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		logmsg("out of memory for a connection");
-		close(fd);
+		close_fd(fd);
 		return;
 	}
 	c->srv = s;
@@ -1176,8 +1200,8 @@ static void on_accept(struct lull_loop *loop, int res, uint32_t flags,
 		logmsg("accept: %s", strerror(-res));
 	}
 	if (s->draining) {
-		if (s->listen_fd >= 0 && close(s->listen_fd) < 0)
-			logmsg("close: %s", strerror(errno));
+		if (s->listen_fd >= 0)
+			close_fd(s->listen_fd);
 		s->listen_fd = -1;
 		check_drained(s);
 		return;
@@ -1213,7 +1237,7 @@ static void on_accept_cancelled(struct lull_loop *loop, int res,
 	(void)loop, (void)res, (void)flags, (void)ctx;
 }
 
-/* --- shutting down ---------------------------------------------------------- */
+/* --- shutting down -------------------------------------------------------- */
 
 /*
  * Every connection is gone: shut the rings down.  The request rings first
@@ -1229,13 +1253,9 @@ static void stop_all(struct server *s)
 	if (s->stopping)
 		return;
 	s->stopping = true;
-	if (s->drain_timer)
-		lull_loop_timer_cancel(s->loop, s->drain_timer);
-	if (s->force_timer)
-		lull_loop_timer_cancel(s->loop, s->force_timer);
-	if (s->sweep_timer)
-		lull_loop_timer_cancel(s->loop, s->sweep_timer);
-	s->drain_timer = s->force_timer = s->sweep_timer = NULL;
+	timer_cancel(s, &s->drain_timer);
+	timer_cancel(s, &s->force_timer);
+	timer_cancel(s, &s->sweep_timer);
 	for (uint32_t i = 0; i < s->nslots; i++)
 		if (s->slots[i])
 			stream_orphan(s, s->slots[i]);
@@ -1315,8 +1335,7 @@ static void begin_drain(struct server *s, const char *why)
 		else
 			logmsg("cancelling accept: %s", lull_strerror(ret));
 	} else if (s->listen_fd >= 0) {
-		if (close(s->listen_fd) < 0)
-			logmsg("close: %s", strerror(errno));
+		close_fd(s->listen_fd);
 		s->listen_fd = -1;
 	}
 	for (struct conn *c = s->conns; c; c = c->next) {
@@ -1343,12 +1362,12 @@ static void on_signal(struct lull_loop *loop, int signo, void *ctx)
 		begin_drain(s, strsignal(signo));
 	} else if (s->drain_timer) {
 		logmsg("%s again: cutting the drain short", strsignal(signo));
-		lull_loop_timer_cancel(s->loop, s->drain_timer);
+		timer_cancel(s, &s->drain_timer);
 		on_drain_deadline(s->loop, s);
 	}
 }
 
-/* --- setup and teardown ------------------------------------------------------ */
+/* --- setup and teardown --------------------------------------------------- */
 
 static int listen_on(struct server *s)
 {
@@ -1378,7 +1397,7 @@ static int listen_on(struct server *s)
 		logmsg("listening on %s port %s: %s", s->cfg.host, port,
 		       strerror(errno));
 		if (fd >= 0)
-			close(fd);
+			close_fd(fd);
 		freeaddrinfo(ai);
 		return ret;
 	}
@@ -1387,7 +1406,7 @@ static int listen_on(struct server *s)
 			  port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
 	if (ret) {
 		logmsg("getnameinfo: %s", gai_strerror(ret));
-		close(fd);
+		close_fd(fd);
 		return -EINVAL;
 	}
 	snprintf(s->address, sizeof(s->address),
@@ -1442,7 +1461,8 @@ int server_create(struct server **serverp, const struct server_config *cfg)
 				       CHUNK_BATCH);
 	if (ret < 0) {
 		logmsg("%s: %s",
-		       cfg->wakeup_poll ? "lull_loop_timer" : "lull_loop_attach",
+		       cfg->wakeup_poll ? "lull_loop_timer"
+					: "lull_loop_attach",
 		       lull_strerror(ret));
 		goto fail;
 	}
@@ -1528,18 +1548,20 @@ void server_destroy(struct server *s)
 		return;
 	if (s->pool) {
 		tts_pool_shutdown(s->pool);
-		if (s->chunks)
-			lull_ring_shutdown(s->chunks, LULL_SHUTDOWN_IMMEDIATE);
+		if (s->chunks && (ret = lull_ring_shutdown(
+					  s->chunks, LULL_SHUTDOWN_IMMEDIATE)) < 0)
+			logmsg("lull_ring_shutdown: %s", lull_strerror(ret));
 		tts_pool_join(s->pool);
 	}
 	/* Stop the kernel from touching connection buffers, then free. */
 	for (c = s->conns; c; c = c->next)
-		shutdown(c->fd, SHUT_RDWR);
+		if (shutdown(c->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+			logmsg("shutdown: %s", strerror(errno));
 	if (s->loop && (ret = lull_loop_destroy(s->loop)) < 0)
 		logmsg("lull_loop_destroy: %s", lull_strerror(ret));
 	while ((c = s->conns)) {
 		s->conns = c->next;
-		close(c->fd);
+		close_fd(c->fd);
 		http_reader_fini(&c->http);
 		buf_free(&c->sending);
 		buf_free(&c->pending);
@@ -1553,7 +1575,7 @@ void server_destroy(struct server *s)
 	if (s->chunks && (ret = lull_ring_destroy(s->chunks)) < 0)
 		logmsg("lull_ring_destroy: %s", lull_strerror(ret));
 	if (s->listen_fd >= 0)
-		close(s->listen_fd);
+		close_fd(s->listen_fd);
 	free(s->slots);
 	free(s->free_slots);
 	free(s->request_stats);

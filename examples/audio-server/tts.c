@@ -461,8 +461,9 @@ static void emit_first(struct worker *w)
 			js->chunks = 1;
 			js->samples = (uint64_t)got;
 		} else {
-			lull_mpsc_abort(w->out);
-			ret = -EIO;
+			ret = lull_mpsc_abort(w->out);
+			if (ret == 0)
+				ret = -EIO;
 		}
 		memmove(w->native, w->native + pos,
 			(w->native_len - pos) * sizeof(*w->native));
@@ -567,6 +568,34 @@ static int run_job(struct worker *w, struct job_state *js)
 	return ret;
 }
 
+/* Commit the record that ends the job, for the outcome @ret of run_job. */
+static int final_record(struct worker *w, int ret, const struct job_state *js,
+			uint64_t start)
+{
+	if (ret == -ECANCELED) {
+		struct tts_cancelled c = { .job_id = w->job->id };
+
+		return write_final(w, TTS_CANCELLED, &c, sizeof(c));
+	} else if (ret < 0) {
+		struct tts_error e = { .job_id = w->job->id, .code = ret };
+
+		snprintf(e.message, sizeof(e.message), "synthesis failed: %s",
+			 w->pool->cfg.fault == TTS_FAULT_SYNTH
+				 ? "injected fault (--fault synth)"
+				 : strerror(-ret));
+		return write_final(w, TTS_ERROR, &e, sizeof(e));
+	} else {
+		struct tts_done d = {
+			.job_id = w->job->id,
+			.samples = js->samples,
+			.synth_ns = now_ns() - start,
+			.chunks = js->chunks,
+		};
+
+		return write_final(w, TTS_DONE, &d, sizeof(d));
+	}
+}
+
 static void do_job(struct worker *w)
 {
 	struct job_state js = { 0 };
@@ -575,28 +604,11 @@ static void do_job(struct worker *w)
 
 	if (ret == -EPIPE)
 		return; /* the chunk ring is shut down: nobody listens */
-	if (ret == -ECANCELED) {
-		struct tts_cancelled c = { .job_id = w->job->id };
-
-		write_final(w, TTS_CANCELLED, &c, sizeof(c));
-	} else if (ret < 0) {
-		struct tts_error e = { .job_id = w->job->id, .code = ret };
-
-		snprintf(e.message, sizeof(e.message), "synthesis failed: %s",
-			 w->pool->cfg.fault == TTS_FAULT_SYNTH
-				 ? "injected fault (--fault synth)"
-				 : strerror(-ret));
-		write_final(w, TTS_ERROR, &e, sizeof(e));
-	} else {
-		struct tts_done d = {
-			.job_id = w->job->id,
-			.samples = js.samples,
-			.synth_ns = now_ns() - start,
-			.chunks = js.chunks,
-		};
-
-		write_final(w, TTS_DONE, &d, sizeof(d));
-	}
+	ret = final_record(w, ret, &js, start);
+	/* -EPIPE: shut down meanwhile; the loop frees the job at exit. */
+	if (ret < 0 && ret != -EPIPE)
+		fprintf(stderr, "audio-server: worker %u: final record: %s\n",
+			w->index, lull_strerror(ret));
 	/* The job is the loop's again from the final record on. */
 }
 
@@ -743,10 +755,14 @@ void tts_job_finished(struct tts_pool *pool, const struct tts_job *job)
 
 void tts_pool_shutdown(struct tts_pool *pool)
 {
+	int ret;
+
 	for (unsigned i = 0; i < pool->nworkers; i++)
-		if (pool->workers[i].requests)
-			lull_ring_shutdown(pool->workers[i].requests,
-					   LULL_SHUTDOWN_GRACEFUL);
+		if (pool->workers[i].requests &&
+		    (ret = lull_ring_shutdown(pool->workers[i].requests,
+					      LULL_SHUTDOWN_GRACEFUL)) < 0)
+			fprintf(stderr, "audio-server: lull_ring_shutdown: %s\n",
+				lull_strerror(ret));
 }
 
 void tts_pool_join(struct tts_pool *pool)

@@ -61,7 +61,9 @@ struct lull_loop_stats {
 	uint64_t iterations; /* passes through the loop */
 	uint64_t parks;      /* times it slept in the kernel */
 	uint64_t park_cancels; /* parks dropped at the re-check */
-	uint64_t safety_timeouts; /* parks ended by the safety net */
+	uint64_t safety_timeouts; /* parks ended by the safety net, idle or
+				     not (the rings' own counters tell lost
+				     wake-ups from idle re-checks) */
 	uint64_t records;    /* records handed to ring handlers */
 	uint64_t completions; /* user SQE callbacks run */
 };
