@@ -26,6 +26,8 @@ build) ;;
 test)
 	want_pkgconfig criterion libcriterion-dev
 	want_command spin spin
+	# The audio example's integration test (below) needs its packages.
+	sh "$0" audio || exit 1
 	# The sanitizer runtimes gcc links for -fsanitize=address,undefined,thread.
 	libdir=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 	want_file "/usr/lib/$libdir/libasan.so.8" libasan8
@@ -42,6 +44,8 @@ audio)
 	want_pkgconfig libsodium libsodium-dev
 	want_command gnuplot gnuplot-nox
 	want_command chromium chromium
+	want_command curl curl
+	want_command python3 python3
 	;;
 bench) ;;
 *)

@@ -85,6 +85,9 @@ for t in "$B"/test/tsan/*; do
 		"$t" --records "$(tsan_records "$(basename "$t")")"
 done
 [ -f test/model/park.pml ] && run "spin model" sh scripts/check-model.sh
+[ -x "$B/examples/audio-server" ] && run "audio server" bash test/audio/run.sh \
+	"$B/examples/audio-server" "$B/examples/audio-loadgen" \
+	"$B/examples/audio-server-asan"
 run "install + pkg-config" install_check
 
 printf '\n'
