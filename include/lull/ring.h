@@ -39,6 +39,9 @@
  *   lull_producer_attach/detach   | yes                  | yes, except on
  *                                 |                      |  the producer
  *                                 |                      |  being detached
+ *   lull_ring_shutdown, _fatal    | yes                  | yes (also from
+ *                                 |                      |  signal handlers)
+ *   lull_ring_close               | no (consumer)        | yes
  *   lull_ring_capacity/max_payload| yes                  | yes
  *   lull_ring_create/open         | yes                  | yes
  *   lull_ring_destroy             | no                   | no: after every
