@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_common.h - small helpers shared by the programs in perf/: a
- * monotonic clock, order statistics over a few runs, the one back-off every
- * ring under test uses, and CPU pinning.
+ * monotonic clock, order statistics over a few runs, the one back-off of
+ * every spinning side under test, and CPU pinning.
  *
  * Header-only and static: each benchmark is a single translation unit.
  * Include it after defining _GNU_SOURCE (pinning needs the CPU_* macros).
@@ -60,8 +60,10 @@ static inline void bench_stats(const double *v, size_t n, double *median,
 }
 
 /*
- * The back-off of every side of every ring, so that no ring wins by waiting
- * differently: on a full (producer) or empty (consumer) ring, spin with
+ * The back-off of every spinning side of every ring, so that no ring wins by
+ * waiting differently (a side that parks or blocks in the kernel, like
+ * lull's consumer in lull_ring_wait() or a pipe's reader, does not use it):
+ * on a full (producer) or empty (consumer) ring, spin with
  * ck_pr_stall() (PAUSE on x86) for 1, 2, 4, ... 2^(BENCH_SPIN_ROUNDS - 1)
  * iterations on successive failures, then sched_yield() on every further
  * failure until an operation succeeds.  The yield matters on small machines:

@@ -34,11 +34,12 @@
  *              consumer __cds_wfcq_splice_blocking()s the whole queue into a
  *              local one and walks it; where a producer has swapped the
  *              tail but not linked its node yet, it waits 10 PAUSEs and
- *              then sched_yield()s (urcu's default would sleep 10 ms).  The queue is unbounded, so the pools
- *              bound it: the consumer gives a producer's nodes back by
- *              publishing how many of them it has finished, every 64 and
- *              whenever the queue is empty; a producer whose pool is all in
- *              flight backs off like a producer of a full ring.
+ *              then sched_yield()s (urcu's default would sleep 10 ms).
+ *              The queue is unbounded, so the pools bound it: the consumer
+ *              gives a producer's nodes back by publishing how many of
+ *              them it has finished, every 64 and whenever the queue is
+ *              empty; a producer whose pool is all in flight backs off
+ *              like a producer of a full ring.
  *   pipe       one pipe (F_SETPIPE_SZ --capacity): each producer write()s
  *              one fixed-size message (atomic, <= PIPE_BUF); the consumer
  *              read()s up to --batch messages (64 KiB at most) and takes
@@ -1042,7 +1043,7 @@ poll_batch(struct config *cfg, const enum ring_kind kind,
 			return 0;
 		}
 		n = 0;
-		/* _safe: the next node is found before this one is given back */
+		/* _safe: the next node is found before this one goes back */
 		__cds_wfcq_for_each_blocking_safe(&lhead, &ltail, qn, qnext)
 		{
 			struct wfcq_msg *m =

@@ -47,7 +47,13 @@ audio)
 	want_command curl curl
 	want_command python3 python3
 	;;
-bench) ;;
+bench)
+	# The throughput peers and the plots.
+	want_pkgconfig libdpdk libdpdk-dev
+	want_pkgconfig liburcu liburcu-dev
+	want_command gnuplot gnuplot-nox
+	want_command python3 python3
+	;;
 *)
 	echo "usage: $0 build|test|demo|bench|audio" >&2
 	exit 2
