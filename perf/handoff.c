@@ -17,6 +17,10 @@
  *                       --poll-interval-us (nanosleep) when it is empty
  *   spin                a lull ring, read in a loop with a PAUSE between
  *   yield               a lull ring, read in a loop with sched_yield()
+ *   lull                a lull_loop on the backend lull picks by default
+ *                       (lull_backend_probe(): LULL_BACKEND if set, else
+ *                       the best this kernel allows); not in "all", where
+ *                       it would repeat the backend it picks
  *   lull-uring-futex    a lull_loop with that backend, one ring attached
  *   lull-uring-eventfd
  *   lull-epoll
@@ -56,8 +60,18 @@
  * (a lost wake-up with no safety net), and a lull run in which the safety
  * net ended a park with a record waiting (a lost wake-up with one).
  *
+ * --headline (make demo) runs poll and lull only, prints each run as it
+ * ends and, instead of the full table, the two mechanisms in the reference
+ * benchmark's shape followed by two lines: how many times lower lull's p50
+ * latency is than poll's, and the idle wake-ups per second of each.
+ *
+ * --json adds "cdf" to each object: [fraction, ns] pairs, the fraction of
+ * the pooled messages delivered within ns, from the minimum (0) through a
+ * fixed grid of quantiles to the maximum (1), for plotting.
+ *
  * Build: make build/perf/handoff
  * Run:   build/perf/handoff [--mechanism all] [--pin cross|same|none] [--json]
+ *        build/perf/handoff --headline
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -115,6 +129,7 @@ enum mech_kind {
 	MECH_POLL,
 	MECH_SPIN,
 	MECH_YIELD,
+	MECH_LULL_AUTO,
 	MECH_LULL_URING_FUTEX,
 	MECH_LULL_URING_EVENTFD,
 	MECH_LULL_EPOLL,
@@ -145,6 +160,8 @@ static const struct mech_desc {
 	[MECH_POLL] = { "poll", STYLE_RING_POLL, true, 0, MECH_KINDS },
 	[MECH_SPIN] = { "spin", STYLE_RING_POLL, false, 0, MECH_KINDS },
 	[MECH_YIELD] = { "yield", STYLE_RING_POLL, false, 0, MECH_KINDS },
+	[MECH_LULL_AUTO] = { "lull", STYLE_LULL_LOOP, true, LULL_BACKEND_AUTO,
+			     MECH_KINDS },
 	[MECH_LULL_URING_FUTEX] = { "lull-uring-futex", STYLE_LULL_LOOP, true,
 				    LULL_BACKEND_URING_FUTEX,
 				    MECH_URING_FUTEX_FLOOR },
@@ -196,6 +213,7 @@ struct options {
 	double max_others; /* repeat runs busier than this; < 0: never */
 	bool json;
 	bool verbose;
+	bool headline;     /* poll against lull, the demo's summary */
 };
 
 /* One mechanism (one spin window, for lull-spin-park) and its results. */
@@ -205,6 +223,7 @@ struct mech {
 	uint64_t spin_ns; /* lull-spin-park: its window; loops: the loop's */
 	bool fence;       /* lull: ring in caller memory, fence barrier */
 	bool shared;      /* futex floors: a shared futex, like lull's */
+	int backend;      /* lull: the backend it parks with */
 	const char *skip; /* why it cannot run here */
 	struct hist *pooled;
 	struct hist *push;  /* producer: how long each push took */
@@ -484,6 +503,8 @@ static void consume_lull_loop(struct consumer *c)
 	r = lull_loop_create(&c->loop, &cfg);
 	if (r < 0)
 		die(run, "lull_loop_create: %s", lull_strerror(r));
+	/* "lull" asked for AUTO: note what lull picked. */
+	run->mech->backend = lull_loop_backend(c->loop);
 	r = lull_loop_attach(c->loop, run->ring, ring_handler, c, 0);
 	if (r < 0)
 		die(run, "lull_loop_attach: %s", lull_strerror(r));
@@ -1171,6 +1192,247 @@ static void print_table(FILE *f, const struct mech *ms, int nm,
 			busiest);
 }
 
+static double load_average(void)
+{
+	double load = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f) {
+		if (fscanf(f, "%lf", &load) != 1)
+			load = -1;
+		fclose(f);
+	}
+	return load;
+}
+
+/* The full run's header: every setting that shapes the numbers. */
+static void print_header(FILE *f, int nm, const struct options *opt,
+			 int ncpus, const char *pin_desc)
+{
+	int s;
+
+	fprintf(f,
+		"handoff: lull %s, %d CPU(s), pin %s\n"
+		"handoff: %d mechanism(s) x %d run(s), interleaved; %llu "
+		"messages per run,\n"
+		"  gap uniform in [0, %g) us, then a %g s idle window; poll "
+		"interval %g us\n"
+		"handoff: lull safety net %g ms%s: an idle lull consumer\n"
+		"  wakes %.1f times a second by design, and the idle figures "
+		"count those wakes\n"
+		"handoff: latency = CLOCK_MONOTONIC before the push to the "
+		"consumer having it;\n"
+		"  percentiles pool all runs' samples (log-linear histogram, "
+		"< 0.4%% error);\n"
+		"  idle and per-message costs are medians over runs\n"
+		"handoff: lull park barrier: %s%s%s\n"
+		"handoff: floors' futexes: %s%s%s; load average %.2f\n",
+		lull_version(), ncpus, pin_desc, nm, opt->runs,
+		(unsigned long long)opt->messages,
+		(double)opt->max_gap_ns / 1e3, opt->idle_s,
+		(double)opt->poll_ns / 1e3, (double)opt->safety_ns / 1e6,
+		opt->safety_ns == LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS
+			? " (lull's default)"
+			: "",
+		1e9 / (double)opt->safety_ns,
+		opt->barriers[0] ? "membarrier (lull_ring_create)" : "",
+		opt->barriers[0] && opt->barriers[1] ? ", " : "",
+		opt->barriers[1] ? "fence (lull_ring_create_in, +fence)" : "",
+		opt->futexes[0] ? "private" : "",
+		opt->futexes[0] && opt->futexes[1] ? ", " : "",
+		opt->futexes[1] ? "shared (+shared)" : "",
+		load_average());
+	/* The spin lists, printed apart: they are variable length. */
+	fprintf(f, "handoff: spin before parking (us): lull-spin-park");
+	for (s = 0; s < opt->nspins; s++)
+		fprintf(f, " %g", (double)opt->spin_ns[s] / 1e3);
+	fprintf(f, "; lull loops");
+	for (s = 0; s < opt->nloop_spins; s++)
+		fprintf(f, " %g", (double)opt->loop_spin_ns[s] / 1e3);
+	fputc('\n', f);
+	fflush(f);
+}
+
+/* --- the headline (make demo) ---------------------------------------- */
+
+/* The first lull mechanism that can run: the headline's lull. */
+static const struct mech *headline_lull(const struct mech *ms, int nm)
+{
+	for (int i = 0; i < nm; i++)
+		if (is_lull(ms[i].kind) && !ms[i].skip)
+			return &ms[i];
+	return NULL;
+}
+
+/* "poll (1 ms)", "lull (uring-futex)": the headline's names. */
+static const char *headline_name(const struct mech *m,
+				 const struct options *opt)
+{
+	static char buf[2][64];
+	char *b = buf[m->kind == MECH_POLL];
+
+	if (m->kind == MECH_POLL)
+		snprintf(b, sizeof(buf[0]), "poll (%g ms)",
+			 (double)opt->poll_ns / 1e6);
+	else if (m->kind == MECH_LULL_AUTO)
+		snprintf(b, sizeof(buf[0]), "lull (%s)",
+			 lull_backend_name(m->backend));
+	else
+		snprintf(b, sizeof(buf[0]), "%s", m->label);
+	return b;
+}
+
+static void headline_intro(FILE *f, const struct mech *ms, int nm,
+			   const struct options *opt, const char *pin_desc)
+{
+	const struct mech *lull = headline_lull(ms, nm);
+	double per_run = (double)opt->messages * (double)opt->max_gap_ns /
+				 2e9 +
+			 opt->idle_s;
+
+	fprintf(f,
+		"lull %s: waking a consumer thread, polling against parking\n"
+		"  A producer thread sends %llu messages, a random 0-%g ms "
+		"apart, then is quiet\n"
+		"  for %g s; latency is from just before the push to the "
+		"consumer having it.\n"
+		"  poll: the consumer reads the ring and sleeps %g ms when it "
+		"is empty.\n",
+		lull_version(), (unsigned long long)opt->messages,
+		(double)opt->max_gap_ns / 1e6, opt->idle_s,
+		(double)opt->poll_ns / 1e6);
+	if (!lull)
+		;
+	else if (mech_descs[lull->kind].style == STYLE_LULL_WAIT)
+		fprintf(f, "  %s: the consumer parks in lull_ring_wait() "
+			   "until a commit wakes it.\n",
+			lull->label);
+	else
+		fprintf(f,
+			"  lull: the consumer parks in a lull_loop until the "
+			"producer's commit wakes it;\n"
+			"        backend %s (%s).\n",
+			lull_backend_name(lull->backend),
+			lull->kind == MECH_LULL_AUTO
+				? "lull's own choice on this kernel"
+				: "forced by --mechanism");
+	fprintf(f,
+		"  lull's safety net is %g ms%s: an idle lull consumer still "
+		"wakes\n"
+		"  up to %.1f times a second to look at its ring, and those "
+		"wakes are counted.\n"
+		"  %d run(s) of each, interleaved; pin %s;\n"
+		"  about %.0f s.\n\n",
+		(double)opt->safety_ns / 1e6,
+		opt->safety_ns == LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS
+			? " (the default)"
+			: " (not the default)",
+		1e9 / (double)opt->safety_ns, opt->runs, pin_desc,
+		per_run * opt->runs * nm);
+	fflush(f);
+}
+
+/* Run @i of @m has ended. */
+static void headline_run(FILE *f, const struct mech *m,
+			 const struct options *opt)
+{
+	int i = m->done_runs - 1;
+
+	fprintf(f,
+		"  run %d/%d  %-20s p50 %8.1f us   idle %6.1f wakeups/s, "
+		"%6.2f ms CPU\n",
+		i + 1, opt->runs, headline_name(m, opt), m->p50[i] / 1e3,
+		m->idle_wps[i], m->idle_cpu_ms[i]);
+	fflush(f);
+}
+
+/*
+ * The reference benchmark's two lines for poll and lull, then the two
+ * ratio lines that end the output.
+ */
+static void print_headline(FILE *f, const struct mech *ms, int nm,
+			   const struct options *opt)
+{
+	const struct mech *poll = find_kind(ms, nm, MECH_POLL);
+	const struct mech *lull = headline_lull(ms, nm);
+	const struct mech *both[2] = { poll, lull };
+	double busiest = 0, lo, hi, p_poll, p_lull, w_poll, w_lull;
+	int i;
+
+	if (!poll || !lull || !lull->done_runs) {
+		fprintf(f, "\nhandoff: no lull result to compare (%s)\n",
+			lull && lull->skip ? lull->skip : "not run");
+		return;
+	}
+	fprintf(f, "\nall runs pooled (idle: median of the runs, per %g s "
+		   "window):\n", opt->idle_s);
+	for (i = 0; i < 2; i++) {
+		const struct mech *m = both[i];
+		const struct hist *h = m->pooled;
+
+		fprintf(f,
+			"%-20s: mean=%8.2fus p50=%8.2fus p99=%8.2fus "
+			"max=%8.2fus   idle: %6.1f wakeups/s, %6.2f ms CPU\n",
+			headline_name(m, opt), hist_mean(h) / 1e3,
+			us(hist_quantile(h, 0.5)), us(hist_quantile(h, 0.99)),
+			us(h->max), median(m->idle_wps, m->done_runs),
+			median(m->idle_cpu_ms, m->done_runs));
+		range_of(m->others, m->done_runs, &lo, &hi);
+		if (hi > busiest)
+			busiest = hi;
+	}
+	if (busiest > 0.05)
+		fprintf(f,
+			"note: other processes used up to %.2f CPUs during a "
+			"run, which adds noise\n",
+			busiest);
+	fputc('\n', f);
+
+	p_poll = (double)p50_of(poll);
+	p_lull = (double)p50_of(lull);
+	w_poll = median(poll->idle_wps, poll->done_runs);
+	w_lull = median(lull->idle_wps, lull->done_runs);
+	fprintf(f,
+		"p50 latency: %.1fx lower with lull (%.1f us) than with a %g "
+		"ms poll (%.1f us)\n",
+		p_lull > 0 ? p_poll / p_lull : 0, p_lull / 1e3,
+		(double)opt->poll_ns / 1e6, p_poll / 1e3);
+	fprintf(f, "idle wake-ups per second: poll %.1f, lull %.1f",
+		w_poll, w_lull);
+	if (w_lull > 0)
+		fprintf(f, " (%.0fx fewer; lull's are its %g ms safety net)\n",
+			w_poll / w_lull, (double)opt->safety_ns / 1e6);
+	else
+		fprintf(f, " (none: its %g ms safety net did not fire)\n",
+			(double)opt->safety_ns / 1e6);
+}
+
+/*
+ * The pooled latency distribution for plots: [fraction, ns] pairs, the
+ * minimum at 0, a quantile every 0.5 % with finer steps in both tails, the
+ * maximum at 1.
+ */
+static void print_cdf(const struct hist *h)
+{
+	static const double tails[] = { 0.001, 0.0025, 0.996, 0.997, 0.998,
+					0.999, 0.9995, 0.9999 };
+	double q;
+	int i;
+
+	printf("\"cdf\":[[0,%llu]", (unsigned long long)h->min);
+	for (i = 0; i < 2; i++)
+		printf(",[%g,%llu]", tails[i],
+		       (unsigned long long)hist_quantile(h, tails[i]));
+	for (i = 1; i < 200; i++) {
+		q = i / 200.0;
+		printf(",[%g,%llu]", q, (unsigned long long)hist_quantile(h, q));
+	}
+	for (i = 2; i < (int)(sizeof(tails) / sizeof(tails[0])); i++)
+		printf(",[%g,%llu]", tails[i],
+		       (unsigned long long)hist_quantile(h, tails[i]));
+	printf(",[1,%llu]],", (unsigned long long)h->max);
+}
+
 static void print_json(const struct mech *m, const struct options *opt,
 		       const char *pin)
 {
@@ -1212,7 +1474,7 @@ static void print_json(const struct mech *m, const struct options *opt,
 		       "\"spin_us\":%g,\"idle_safety_wakes\":%.0f,"
 		       "\"wakes_per_msg\":%.4f,\"parks_per_msg\":%.4f,"
 		       "\"park_cancels_per_msg\":%.4f,\"lost_wakeups\":%llu,",
-		       lull_backend_name(d->backend),
+		       lull_backend_name(m->backend),
 		       (double)opt->safety_ns / 1e6, (double)m->spin_ns / 1e3,
 		       median(m->idle_safety, n), median(m->wakes_pm, n),
 		       median(m->parks_pm, n), median(m->cancels_pm, n),
@@ -1227,6 +1489,7 @@ static void print_json(const struct mech *m, const struct options *opt,
 	if (m->kind == MECH_FUTEX_FLOOR || m->kind == MECH_URING_FUTEX_FLOOR)
 		printf("\"futex\":\"%s\",",
 		       m->shared ? "shared" : "private");
+	print_cdf(h);
 	printf("\"other_cpus\":%.3f,\"ring_full_waits\":%llu}\n",
 	       median(m->others, n), (unsigned long long)m->full_waits);
 }
@@ -1244,7 +1507,14 @@ static void usage(FILE *f)
 		"                      lull-blocking, lull-spin-park, "
 		"futex-floor,\n"
 		"                      eventfd-floor, uring-futex-floor, "
-		"uring-eventfd-floor\n"
+		"uring-eventfd-floor;\n"
+		"                      and lull (not in all): a loop on the "
+		"backend lull picks\n"
+		"  --headline          poll against lull (unless --mechanism "
+		"says otherwise),\n"
+		"                      each run as it ends, then a short table "
+		"and two ratio\n"
+		"                      lines (make demo)\n"
 		"  --messages N        data messages per run (default 3000)\n"
 		"  --runs R            runs of each mechanism, interleaved "
 		"(default 3)\n"
@@ -1278,7 +1548,8 @@ static void usage(FILE *f)
 		"during which they\n"
 		"                      used more (default: never)\n"
 		"  --json              one JSON object per mechanism on "
-		"stdout; table to stderr\n"
+		"stdout, with a \"cdf\"\n"
+		"                      array for plots; table to stderr\n"
 		"  --verbose           print every run on stderr\n",
 		(unsigned long long)(LULL_PARK_SPIN_DEFAULT_NS / 1000),
 		(unsigned long long)(LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS /
@@ -1365,7 +1636,8 @@ static int parse_options(int argc, char **argv, struct options *opt)
 {
 	enum { O_MECH = 256, O_MESSAGES, O_RUNS, O_GAP, O_POLL, O_IDLE,
 	       O_PIN, O_SPIN, O_LOOP_SPIN, O_SAFETY, O_FUTEX, O_SEED,
-	       O_MAX_OTHERS, O_BARRIER, O_JSON, O_VERBOSE, O_HELP };
+	       O_MAX_OTHERS, O_BARRIER, O_JSON, O_VERBOSE, O_HEADLINE,
+	       O_HELP };
 	static const struct option longopts[] = {
 		{ "mechanism", required_argument, NULL, O_MECH },
 		{ "messages", required_argument, NULL, O_MESSAGES },
@@ -1383,6 +1655,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 		{ "max-others", required_argument, NULL, O_MAX_OTHERS },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
+		{ "headline", no_argument, NULL, O_HEADLINE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1410,7 +1683,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			any = true;
 			if (!strcmp(optarg, "all")) {
 				for (k = 0; k < MECH_KINDS; k++)
-					opt->want[k] = true;
+					opt->want[k] = k != MECH_LULL_AUTO;
 				break;
 			}
 			for (k = 0; k < MECH_KINDS; k++)
@@ -1536,6 +1809,9 @@ static int parse_options(int argc, char **argv, struct options *opt)
 		case O_VERBOSE:
 			opt->verbose = true;
 			break;
+		case O_HEADLINE:
+			opt->headline = true;
+			break;
 		case O_HELP:
 			usage(stdout);
 			exit(0);
@@ -1548,9 +1824,21 @@ static int parse_options(int argc, char **argv, struct options *opt)
 		usage(stderr);
 		return -1;
 	}
-	if (!any)
+	if (!any && opt->headline)
+		opt->want[MECH_POLL] = opt->want[MECH_LULL_AUTO] = true;
+	else if (!any)
 		for (k = 0; k < MECH_KINDS; k++)
-			opt->want[k] = true;
+			opt->want[k] = k != MECH_LULL_AUTO;
+	if (opt->headline) {
+		for (k = 0; k < MECH_KINDS && !(opt->want[k] && is_lull(k));
+		     k++)
+			;
+		if (!opt->want[MECH_POLL] || k == MECH_KINDS) {
+			fprintf(stderr, "handoff: --headline compares poll "
+					"with a lull mechanism\n");
+			return -1;
+		}
+	}
 	if (!opt->nspins)
 		opt->spin_ns[opt->nspins++] = 50000;
 	if (!opt->nloop_spins)
@@ -1559,11 +1847,25 @@ static int parse_options(int argc, char **argv, struct options *opt)
 	return 0;
 }
 
-/* Whether @m can run in this process; sets m->skip when not. */
+/*
+ * Whether @m can run in this process; sets m->skip when not, and for lull
+ * mechanisms m->backend: for "lull", the one lull_loop_create() will pick.
+ */
 static void check_support(struct mech *m)
 {
 	int backend = mech_descs[m->kind].backend, r;
 
+	if (m->kind == MECH_LULL_AUTO) {
+		r = lull_backend_probe();
+		if (r < 0)
+			m->skip = "LULL_BACKEND names no backend usable here";
+		else if (r == LULL_BACKEND_BLOCKING)
+			m->skip = "LULL_BACKEND=blocking is not a loop backend";
+		else
+			m->backend = r;
+		return;
+	}
+	m->backend = backend;
 	if (!backend || backend == LULL_BACKEND_BLOCKING)
 		return;
 	r = lull_backend_supported(backend);
@@ -1594,19 +1896,6 @@ static int mech_alloc(struct mech *m, int runs)
 			return -1;
 	}
 	return 0;
-}
-
-static double load_average(void)
-{
-	double load = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-
-	if (f) {
-		if (fscanf(f, "%lf", &load) != 1)
-			load = -1;
-		fclose(f);
-	}
-	return load;
 }
 
 int main(int argc, char **argv)
@@ -1694,46 +1983,10 @@ int main(int argc, char **argv)
 			 "%s (consumer CPU %d, producer CPU %d)",
 			 pin_names[opt.pin], cpus[0],
 			 opt.pin == PIN_CROSS ? cpus[1] : cpus[0]);
-	fprintf(out,
-		"handoff: lull %s, %d CPU(s), pin %s\n"
-		"handoff: %d mechanism(s) x %d run(s), interleaved; %llu "
-		"messages per run,\n"
-		"  gap uniform in [0, %g) us, then a %g s idle window; poll "
-		"interval %g us\n"
-		"handoff: lull safety net %g ms%s: an idle lull consumer\n"
-		"  wakes %.1f times a second by design, and the idle figures "
-		"count those wakes\n"
-		"handoff: latency = CLOCK_MONOTONIC before the push to the "
-		"consumer having it;\n"
-		"  percentiles pool all runs' samples (log-linear histogram, "
-		"< 0.4%% error);\n"
-		"  idle and per-message costs are medians over runs\n"
-		"handoff: lull park barrier: %s%s%s\n"
-		"handoff: floors' futexes: %s%s%s; load average %.2f\n",
-		lull_version(), ncpus, pin_desc, nm, opt.runs,
-		(unsigned long long)opt.messages,
-		(double)opt.max_gap_ns / 1e3, opt.idle_s,
-		(double)opt.poll_ns / 1e3, (double)opt.safety_ns / 1e6,
-		opt.safety_ns == LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS
-			? " (lull's default)"
-			: "",
-		1e9 / (double)opt.safety_ns,
-		opt.barriers[0] ? "membarrier (lull_ring_create)" : "",
-		opt.barriers[0] && opt.barriers[1] ? ", " : "",
-		opt.barriers[1] ? "fence (lull_ring_create_in, +fence)" : "",
-		opt.futexes[0] ? "private" : "",
-		opt.futexes[0] && opt.futexes[1] ? ", " : "",
-		opt.futexes[1] ? "shared (+shared)" : "",
-		load_average());
-	/* The spin lists, printed apart: they are variable length. */
-	fprintf(out, "handoff: spin before parking (us): lull-spin-park");
-	for (s = 0; s < opt.nspins; s++)
-		fprintf(out, " %g", (double)opt.spin_ns[s] / 1e3);
-	fprintf(out, "; lull loops");
-	for (s = 0; s < opt.nloop_spins; s++)
-		fprintf(out, " %g", (double)opt.loop_spin_ns[s] / 1e3);
-	fputc('\n', out);
-	fflush(out);
+	if (opt.headline)
+		headline_intro(out, ms, nm, &opt, pin_desc);
+	else
+		print_header(out, nm, &opt, ncpus, pin_desc);
 
 	/* Round-robin: run r of every mechanism before run r + 1 of any. */
 	for (r = 0; r < opt.runs; r++) {
@@ -1754,16 +2007,23 @@ int main(int argc, char **argv)
 					r + 1, ms[i].label, others);
 				ms[i].done_runs--;
 			}
+			if (opt.headline && !ms[i].skip)
+				headline_run(out, &ms[i], &opt);
 		}
 	}
 
-	fprintf(out, "handoff: load average %.2f after\n", load_average());
+	if (!opt.headline)
+		fprintf(out, "handoff: load average %.2f after\n",
+			load_average());
 	if (opt.json)
 		for (i = 0; i < nm; i++)
 			if (ms[i].done_runs)
 				print_json(&ms[i], &opt, pin_names[opt.pin]);
 	fflush(stdout);
-	print_table(out, ms, nm, &opt);
+	if (opt.headline)
+		print_headline(out, ms, nm, &opt);
+	else
+		print_table(out, ms, nm, &opt);
 	for (i = 0; i < nm; i++)
 		if (ms[i].lost_wakes) {
 			fprintf(stderr,
