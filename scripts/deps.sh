@@ -34,7 +34,10 @@ test)
 	want_file "/usr/lib/$libdir/libubsan.so.1" libubsan1
 	want_file "/usr/lib/$libdir/libtsan.so.2" libtsan2
 	;;
-demo) ;;
+demo)
+	# make demo (perf/handoff) and make tour (examples/ring_tour) need
+	# only the library's own: liburing, and ck for ck_pr_stall().
+	;;
 audio)
 	# The text-to-speech server example, its load generator and its test.
 	want_pkgconfig espeak-ng libespeak-ng-dev
