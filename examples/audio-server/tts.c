@@ -47,6 +47,12 @@ struct worker {
 	struct lull_producer *submit; /* the loop's producer on requests */
 	struct lull_producer *out;    /* this thread's producer on chunks */
 	uint64_t load;                /* loop thread only: queued cost */
+	/*
+	 * Jobs written to the request ring and not yet taken: the loop adds
+	 * one before each write, the worker takes one off per job it reads.
+	 * A worker with jobs waiting stops waiting for a slow client.
+	 */
+	atomic_uint waiting;
 	struct tts_job *job;          /* read from the ring, being done */
 	struct job_state *js;         /* its progress */
 	/* Engine-rate samples of the current segment, plus the carry. */
@@ -76,7 +82,7 @@ static _Thread_local struct worker *synth_worker; /* for the callback */
 static void emit_first(struct worker *w);
 
 static atomic_uint_fast64_t stat_segments, stat_wait_ns, stat_held_ns,
-	stat_ring_full, stat_flow_pauses, stat_flow_expired;
+	stat_ring_full, stat_flow_pauses, stat_flow_expired, stat_flow_yielded;
 
 static uint64_t now_ns(void)
 {
@@ -219,6 +225,8 @@ void tts_engine_stats(struct tts_engine_stats *st)
 					       memory_order_relaxed);
 	st->flow_expired = atomic_load_explicit(&stat_flow_expired,
 						memory_order_relaxed);
+	st->flow_yielded = atomic_load_explicit(&stat_flow_yielded,
+						memory_order_relaxed);
 }
 
 int tts_rate_for_speed(double speed)
@@ -343,11 +351,20 @@ struct job_state {
  * client that drains less than a chunk in the pool's patience is not
  * waited for again: the job runs on at full speed, and the loop's send
  * buffer limit disconnects the client if it really is too slow.
+ *
+ * While another job waits in this worker's ring, the patience is two
+ * chunks' playing time: a client that keeps up with real time (any
+ * client that plays the audio) still gets flow control, but a stalled
+ * one costs the streams queued behind it that much once, not the whole
+ * --send-timeout.
  */
 static int flow(struct worker *w, struct job_state *js)
 {
 	const struct tts_job *job = w->job;
-	uint64_t deadline = 0;
+	const uint64_t quick = 2ull * w->pool->cfg.chunk_samples *
+			       1000000000u / SPEECH_RATE;
+	uint64_t start = 0, limit, now;
+	bool others;
 
 	if (!job->window || js->impatient)
 		return 0;
@@ -358,13 +375,22 @@ static int flow(struct worker *w, struct job_state *js)
 	       job->window) {
 		if (cancelled(w))
 			return -ECANCELED;
-		if (!deadline) {
-			deadline = now_ns() + w->pool->cfg.patience_ns;
+		now = now_ns();
+		if (!start) {
+			start = now;
 			atomic_fetch_add_explicit(&stat_flow_pauses, 1,
 						  memory_order_relaxed);
-		} else if (now_ns() >= deadline) {
-			atomic_fetch_add_explicit(&stat_flow_expired, 1,
-						  memory_order_relaxed);
+		}
+		/* Relaxed: a hint read in a loop; it orders nothing. */
+		others = atomic_load_explicit(&w->waiting,
+					      memory_order_relaxed) > 0;
+		limit = w->pool->cfg.patience_ns;
+		if (others && quick < limit)
+			limit = quick;
+		if (now - start >= limit) {
+			atomic_fetch_add_explicit(others ? &stat_flow_yielded
+							 : &stat_flow_expired,
+						  1, memory_order_relaxed);
 			js->impatient = true;
 			break;
 		}
@@ -619,8 +645,16 @@ static int on_request(const struct lull_record *rec, void *ctx)
 	struct worker *w = ctx;
 
 	/* The poison record ends the ring; the next read is -EPIPE. */
-	if (rec->type == REQUEST_JOB && rec->len == sizeof(w->job))
+	if (rec->type == REQUEST_JOB && rec->len == sizeof(w->job)) {
 		memcpy(&w->job, rec->data, sizeof(w->job));
+		/*
+		 * Relaxed: the loop's increment came before its write, whose
+		 * release this read's acquire pairs with, so the count never
+		 * goes below zero; it is a hint that orders nothing else.
+		 */
+		atomic_fetch_sub_explicit(&w->waiting, 1,
+					  memory_order_relaxed);
+	}
 	return LULL_READ_STOP; /* one job at a time */
 }
 
@@ -708,6 +742,7 @@ int tts_pool_start(struct tts_pool **poolp, const struct tts_config *cfg,
 
 		w->pool = pool;
 		w->index = i;
+		atomic_init(&w->waiting, 0);
 		ret = lull_ring_create(&w->requests, REQUEST_RING_CAPACITY,
 				       LULL_RING_SPSC);
 		if (!ret)
@@ -738,6 +773,8 @@ int tts_submit(struct tts_pool *pool, struct tts_job *job)
 		if (pool->workers[i].load < best->load)
 			best = &pool->workers[i];
 	job->worker = best->index;
+	/* Relaxed: counted before the write, which publishes it (on_request). */
+	atomic_fetch_add_explicit(&best->waiting, 1, memory_order_relaxed);
 	/*
 	 * The record carries the pointer; the ring's release/acquire pair
 	 * publishes the job's fields to the worker along with it.
@@ -745,6 +782,9 @@ int tts_submit(struct tts_pool *pool, struct tts_job *job)
 	ret = lull_spsc_write(best->submit, REQUEST_JOB, &job, sizeof(job));
 	if (ret == 0)
 		best->load += job->cost;
+	else
+		atomic_fetch_sub_explicit(&best->waiting, 1,
+					  memory_order_relaxed);
 	return ret;
 }
 

@@ -89,8 +89,11 @@ struct tts_job {
 	/*
 	 * Flow control: the worker pauses while more than @window bytes of
 	 * the PCM it committed are not yet @consumed (written to the client's
-	 * socket, as the loop counts it), for at most the pool's patience.
-	 * @window 0: no flow control (a response sent whole at the end).
+	 * socket, as the loop counts it), for at most the pool's patience;
+	 * while another job waits for the worker, for at most two chunks'
+	 * playing time, so that a client slower than real time never holds
+	 * up other streams.  @window 0: no flow control (a response sent
+	 * whole at the end).
 	 */
 	uint64_t window;
 	atomic_uint_fast64_t consumed; /* set by the loop */
@@ -125,6 +128,7 @@ struct tts_engine_stats {
 	uint64_t ring_full;    /* claims retried on a full chunk ring */
 	uint64_t flow_pauses;  /* times a worker waited for a client */
 	uint64_t flow_expired; /* ... and gave up waiting (patience) */
+	uint64_t flow_yielded; /* ... and gave up sooner: a job waited */
 };
 
 struct tts_pool;
