@@ -118,6 +118,11 @@ static int on_headers_complete(http_parser *p)
 		r->error_text = "The request body exceeds 65536 bytes";
 		return -1; /* any value but 0, 1 and 2 is an error */
 	}
+	if (p->http_major != 1) {
+		r->error = 505;
+		r->error_text = "Only HTTP/1.0 and HTTP/1.1 are supported";
+		return -1;
+	}
 	r->url[r->url_len] = '\0';
 	http_parser_url_init(&u);
 	if (http_parser_parse_url(r->url, r->url_len, 0, &u) != 0 ||
@@ -227,6 +232,7 @@ const char *http_reason(int status)
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
 	case 503: return "Service Unavailable";
+	case 505: return "HTTP Version Not Supported";
 	default: return "Unknown";
 	}
 }

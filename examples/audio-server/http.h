@@ -6,7 +6,8 @@
  * chunked transfer encoding).
  *
  * Limits (a client that exceeds one gets the status in brackets, and the
- * connection is closed after the response):
+ * connection is closed after the response; so does an HTTP version other
+ * than 1.x, with 505):
  *   request line + headers  HTTP_MAX_HEADER_BYTES  (431)
  *   request target          HTTP_MAX_URL_BYTES     (414)
  *   body                    HTTP_MAX_BODY_BYTES    (413)

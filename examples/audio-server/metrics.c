@@ -78,7 +78,10 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 	const struct metrics *m = v->m;
 	int ret;
 
-	ret = head(out, "tts_http_responses_total", "counter",
+	ret = counter(out, "tts_http_requests_total",
+		      "HTTP requests read, malformed ones included.",
+		      m->requests) ||
+	      head(out, "tts_http_responses_total", "counter",
 		   "HTTP responses by status code.");
 	for (unsigned i = 0; i < METRICS_NSTATUS - 1 && !ret; i++)
 		ret = buf_printf(out, "%s{code=\"%d\"} %" PRIu64 "\n",
@@ -122,6 +125,10 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 	      counter(out, "tts_synthesis_errors_total",
 		      "Speech requests that failed in synthesis.",
 		      m->synthesis_errors) ||
+	      counter(out, "tts_jobs_cancelled_total",
+		      "Speech jobs a worker stopped early because the client "
+		      "had gone.",
+		      m->jobs_cancelled) ||
 	      counter(out, "tts_chunks_total",
 		      "Audio chunks passed on to clients.", m->chunks) ||
 	      counter(out, "tts_audio_bytes_total",
@@ -171,7 +178,11 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 	      counter(out, "tts_flow_pauses_expired_total",
 		      "Pauses that outlasted --send-timeout (the worker "
 		      "went on).",
-		      v->engine.flow_expired);
+		      v->engine.flow_expired) ||
+	      counter(out, "tts_flow_pauses_yielded_total",
+		      "Pauses cut short because another job waited for the "
+		      "worker.",
+		      v->engine.flow_yielded);
 	if (ret)
 		return -ENOMEM;
 	if (ring_family(out, v, "lull_ring_parks_total",

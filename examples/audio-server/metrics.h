@@ -17,16 +17,19 @@
 #include "tts.h"
 
 /* The statuses counted one by one; any other is counted as "other". */
-#define METRICS_STATUSES 100, 200, 400, 404, 405, 413, 414, 431, 500, 503
-#define METRICS_NSTATUS 11
+#define METRICS_STATUSES 100, 200, 400, 404, 405, 413, 414, 431, 500, 503, \
+	505
+#define METRICS_NSTATUS 12
 
 struct metrics {
+	uint64_t requests;           /* HTTP requests read, bad ones too */
 	uint64_t responses[METRICS_NSTATUS]; /* by status, last: other */
 	uint64_t connections;        /* accepted */
 	uint64_t connections_refused; /* over --max-connections */
 	uint64_t streams;            /* speech requests queued to a worker */
 	uint64_t streams_done;       /* ... that ended with all their audio */
 	uint64_t synthesis_errors;   /* ... that ended with an error */
+	uint64_t jobs_cancelled;     /* ... whose worker stopped early */
 	uint64_t chunks;             /* audio chunks sent on to a client */
 	uint64_t audio_bytes;        /* their PCM bytes */
 	uint64_t chunks_dropped;     /* chunks of requests whose client left */

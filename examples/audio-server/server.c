@@ -770,6 +770,8 @@ static void job_final(struct server *s, const struct lull_record *rec,
 	tts_job_finished(s->pool, &st->job);
 	if (rec->type == TTS_ERROR)
 		s->m.synthesis_errors++;
+	else if (rec->type == TTS_CANCELLED)
+		s->m.jobs_cancelled++;
 	if (st->conn) {
 		if (rec->type == TTS_DONE)
 			stream_done(s, st);
@@ -1055,6 +1057,7 @@ static void conn_input(struct conn *c)
 		}
 		c->busy = true;
 		c->response_done = false;
+		c->srv->m.requests++;
 		if (r == HTTP_FEED_ERROR) {
 			c->bad_request = true;
 			c->keep_alive = false;
