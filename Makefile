@@ -166,14 +166,22 @@ tour: deps-demo
 
 deps-bench:
 	$(Q)sh scripts/deps.sh bench
+# Both benchmarks with their defaults (about 10 minutes on 2 CPUs), their
+# JSON in results/ and plots in results/plots/; tables on stderr.  Options
+# for each: make bench THROUGHPUT_ARGS='--runs 1' HANDOFF_ARGS='--pin same'
+THROUGHPUT_ARGS ?=
+HANDOFF_ARGS ?=
 bench: deps-bench
 	$(Q)$(MAKE) --no-print-directory $(PERF_BIN)
 	$(Q)mkdir -p results
-	$(Q)$(B)/perf/throughput --json > results/throughput.json
+	$(Q)$(B)/perf/throughput --json $(THROUGHPUT_ARGS) > results/throughput.json
 	$(Q)python3 perf/json2dat.py results/throughput.json results/plots
 	$(Q)gnuplot -e "dir='results/plots'" perf/plot_throughput.gp && \
 		echo "plots: results/plots/throughput_*.png"
-	$(Q)$(B)/perf/handoff --json > results/handoff.json
+	$(Q)$(B)/perf/handoff --json $(HANDOFF_ARGS) > results/handoff.json
+	$(Q)python3 perf/json2dat.py results/handoff.json results/plots
+	$(Q)gnuplot -e "dir='results/plots'" perf/plot_handoff.gp && \
+		echo "plots: results/plots/handoff_*.png"
 
 # --- install -------------------------------------------------------------
 install: lib

@@ -1450,7 +1450,7 @@ static void print_json(const struct mech *m, const struct options *opt,
 	       "\"max_ns\":%llu,\"p50_run_min_ns\":%.0f,"
 	       "\"p50_run_max_ns\":%.0f,\"idle\":\"median\","
 	       "\"idle_seconds\":%g,\"idle_wakeups\":%.1f,"
-	       "\"idle_wakeups_per_s\":%.2f,\"idle_cpu_ms\":%.2f,"
+	       "\"idle_wakeups_per_s\":%.2f,\"idle_cpu_ms\":%.3f,"
 	       "\"idle_iterations\":%.0f,\"idle_involuntary\":%.0f,"
 	       "\"active_cpu_us_per_msg\":%.3f,"
 	       "\"active_switches_per_msg\":%.3f,\"push_p50_ns\":%llu,"

@@ -1,21 +1,35 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""json2dat.py - turn `throughput --json` output into gnuplot data.
+"""json2dat.py - turn `throughput --json` or `handoff --json` output into
+gnuplot data.
 
 Usage: perf/json2dat.py RESULTS.json OUTDIR
 
 RESULTS.json holds one JSON object per line (other lines are skipped, so a
-log with the table mixed in works too).  Writes, in OUTDIR:
+log with the table mixed in works too).  Objects with a "ring" field are
+throughput results, those with a "mechanism" field handoff results.
+Blocks in a .dat file are separated by two blank lines, so gnuplot's
+`index` picks one.  Writes, in OUTDIR, for throughput:
 
-  throughput_<payload>.dat  one data block per ring (blocks separated by two
-                            blank lines, so gnuplot's `index` picks a ring),
-                            rows: producers, M msgs/s median, min, max,
-                            wakes per message
+  throughput_<payload>.dat  one data block per ring, rows: producers,
+                            M msgs/s median, min, max, wakes per message
   throughput.gpi            gnuplot variables: payloads = "8 64 512" and,
                             per payload, rings_<payload> = "lull-spsc ..."
                             in block order
 
-then perf/plot_throughput.gp draws them.
+then perf/plot_throughput.gp draws them; and for handoff:
+
+  handoff_cdf.dat           one data block per mechanism (its label), rows:
+                            latency in us, fraction of messages delivered
+                            within it, fraction slower (from the "cdf"
+                            array)
+  handoff_idle.dat          one row per mechanism: position, label, group
+                            (0 polls, 1 lull, 2 bare floor), idle wake-ups
+                            per second, idle CPU ms per window (medians)
+  handoff.gpi               gnuplot variables: labels and mechs (in block
+                            order), and the run's settings for the titles
+
+then perf/plot_handoff.gp draws them.
 """
 import json
 import os
@@ -28,6 +42,69 @@ ORDER = ["lull-spsc", "lull-mpsc", "ck-spsc", "ck-mpmc", "ck-mpsc",
 
 def ring_key(name):
     return (ORDER.index(name) if name in ORDER else len(ORDER), name)
+
+
+def mech_group(mech):
+    if mech.startswith("lull"):
+        return 1
+    if mech.endswith("-floor"):
+        return 2
+    return 0
+
+
+def handoff(results, src, outdir):
+    results = [r for r in results if r.get("runs")]
+    if not results:
+        sys.stderr.write("json2dat: no handoff results in %s\n" % src)
+        return 1
+    labels = [r.get("label", r["mechanism"]) for r in results]
+    with open(os.path.join(outdir, "handoff_cdf.dat"), "w",
+              encoding="utf-8") as out:
+        out.write("# per mechanism: latency us, fraction within, "
+                  "fraction slower\n")
+        for i, r in enumerate(results):
+            if i:
+                out.write("\n\n")
+            out.write("# %s\n" % labels[i])
+            cdf = r.get("cdf") or [[0.5, r["p50_ns"]], [0.99, r["p99_ns"]],
+                                   [0.999, r["p999_ns"]], [1, r["max_ns"]]]
+            for q, ns in cdf:
+                # 1 - q is never 0 on the tail's log axis: the maximum is
+                # drawn at one sample's share.
+                tail = max(1 - q, 1.0 / max(r.get("samples", 1), 1))
+                out.write("%.4f %.6g %.6g\n" % (max(ns, 1) / 1e3, q, tail))
+    with open(os.path.join(outdir, "handoff_idle.dat"), "w",
+              encoding="utf-8") as out:
+        out.write("# position, label, group (0 polls, 1 lull, 2 floor), "
+                  "idle wake-ups/s, idle CPU ms per %g s (medians)\n"
+                  % results[0].get("idle_seconds", 2))
+        for i, r in enumerate(results):
+            out.write("%d %s %d %.6g %.6g\n" % (
+                i, labels[i], mech_group(r["mechanism"]),
+                r.get("idle_wakeups_per_s",
+                      r["idle_wakeups"] / r.get("idle_seconds", 2)),
+                r["idle_cpu_ms"]))
+    first = results[0]
+    gpi = ["# written by perf/json2dat.py from %s" % os.path.basename(src),
+           'labels = "%s"' % " ".join(labels),
+           'mechs = "%s"' % " ".join(r["mechanism"] for r in results),
+           'pin = "%s"' % first.get("pin", "?"),
+           "runs = %d" % first.get("runs", 0),
+           "messages = %d" % first.get("messages", 0),
+           "max_gap_us = %g" % first.get("max_gap_us", 0),
+           "idle_seconds = %g" % first.get("idle_seconds", 2)]
+    for r in results:
+        if r.get("safety_timeout_ms") is not None:
+            gpi.append("safety_ms = %g" % r["safety_timeout_ms"])
+            break
+    for r in results:
+        if r.get("poll_interval_us") is not None:
+            gpi.append("poll_us = %g" % r["poll_interval_us"])
+            break
+    with open(os.path.join(outdir, "handoff.gpi"), "w",
+              encoding="utf-8") as out:
+        out.write("\n".join(gpi) + "\n")
+    return 0
 
 
 def main(argv):
@@ -49,6 +126,9 @@ def main(argv):
         sys.stderr.write("json2dat: no results in %s\n" % src)
         return 1
     os.makedirs(outdir, exist_ok=True)
+    if "mechanism" in results[0]:
+        return handoff([r for r in results if "mechanism" in r], src, outdir)
+    results = [r for r in results if "ring" in r]
 
     by_payload = {}
     for r in results:
