@@ -191,6 +191,33 @@ static bool is_lull(enum mech_kind k)
 	       mech_descs[k].style == STYLE_LULL_WAIT;
 }
 
+/*
+ * lull's adaptive spin (spin only while records stream) is a spin_ns value
+ * of its own; without it in lull.h, no setting here can be that value.
+ */
+#ifdef LULL_PARK_SPIN_ADAPTIVE
+#define SPIN_ADAPTIVE LULL_PARK_SPIN_ADAPTIVE
+#else
+#define SPIN_ADAPTIVE UINT64_MAX
+#endif
+
+#ifdef LULL_PARK_SPIN_ADAPTIVE
+#define SPIN_USAGE                                                           \
+	"                      either list may say adaptive: lull's "        \
+	"LULL_PARK_SPIN_ADAPTIVE\n"
+#else
+#define SPIN_USAGE ""
+#endif
+
+/* A spin setting as people read it: microseconds, or "adaptive". */
+static const char *spin_str(uint64_t ns, char *buf, size_t size)
+{
+	if (ns == SPIN_ADAPTIVE)
+		return "adaptive";
+	snprintf(buf, size, "%g", (double)ns / 1e3);
+	return buf;
+}
+
 enum pin_mode { PIN_CROSS, PIN_SAME, PIN_NONE };
 static const char *const pin_names[] = { "cross", "same", "none" };
 
@@ -1209,6 +1236,7 @@ static double load_average(void)
 static void print_header(FILE *f, int nm, const struct options *opt,
 			 int ncpus, const char *pin_desc)
 {
+	char buf[32];
 	int s;
 
 	fprintf(f,
@@ -1245,10 +1273,11 @@ static void print_header(FILE *f, int nm, const struct options *opt,
 	/* The spin lists, printed apart: they are variable length. */
 	fprintf(f, "handoff: spin before parking (us): lull-spin-park");
 	for (s = 0; s < opt->nspins; s++)
-		fprintf(f, " %g", (double)opt->spin_ns[s] / 1e3);
+		fprintf(f, " %s", spin_str(opt->spin_ns[s], buf, sizeof(buf)));
 	fprintf(f, "; lull loops");
 	for (s = 0; s < opt->nloop_spins; s++)
-		fprintf(f, " %g", (double)opt->loop_spin_ns[s] / 1e3);
+		fprintf(f, " %s",
+			spin_str(opt->loop_spin_ns[s], buf, sizeof(buf)));
 	fputc('\n', f);
 	fflush(f);
 }
@@ -1469,14 +1498,17 @@ static void print_json(const struct mech *m, const struct options *opt,
 	       median(m->act_wakes, n),
 	       (unsigned long long)hist_quantile(m->push, 0.5),
 	       (unsigned long long)hist_quantile(m->push, 0.99));
+	if (is_lull(m->kind) && m->spin_ns == SPIN_ADAPTIVE)
+		printf("\"spin_us\":\"adaptive\",");
+	else if (is_lull(m->kind))
+		printf("\"spin_us\":%g,", (double)m->spin_ns / 1e3);
 	if (is_lull(m->kind))
 		printf("\"backend\":\"%s\",\"safety_timeout_ms\":%g,"
-		       "\"spin_us\":%g,\"idle_safety_wakes\":%.0f,"
+		       "\"idle_safety_wakes\":%.0f,"
 		       "\"wakes_per_msg\":%.4f,\"parks_per_msg\":%.4f,"
 		       "\"park_cancels_per_msg\":%.4f,\"lost_wakeups\":%llu,",
 		       lull_backend_name(m->backend),
-		       (double)opt->safety_ns / 1e6, (double)m->spin_ns / 1e3,
-		       median(m->idle_safety, n), median(m->wakes_pm, n),
+		       (double)opt->safety_ns / 1e6, median(m->idle_safety, n), median(m->wakes_pm, n),
 		       median(m->parks_pm, n), median(m->cancels_pm, n),
 		       (unsigned long long)m->lost_wakes);
 	else
@@ -1498,6 +1530,8 @@ static void print_json(const struct mech *m, const struct options *opt,
 
 static void usage(FILE *f)
 {
+	char buf[32];
+
 	fprintf(f,
 		"usage: handoff [options]\n"
 		"  --mechanism NAME    repeatable, or all (default): poll, "
@@ -1529,7 +1563,8 @@ static void usage(FILE *f)
 		"  --spin-us LIST      lull-spin-park's spin window, e.g. "
 		"0,5,20,50 (default 50)\n"
 		"  --loop-spin-us LIST the lull loops' spin_ns, likewise "
-		"(default lull's: %llu)\n"
+		"(default lull's: %s)\n"
+		SPIN_USAGE
 		"  --safety-ms MS      lull's safety-net timeout (default "
 		"lull's: %llu)\n"
 		"  --floor-futex LIST  private (default), shared (as lull's), "
@@ -1551,7 +1586,7 @@ static void usage(FILE *f)
 		"stdout, with a \"cdf\"\n"
 		"                      array for plots; table to stderr\n"
 		"  --verbose           print every run on stderr\n",
-		(unsigned long long)(LULL_PARK_SPIN_DEFAULT_NS / 1000),
+		spin_str(LULL_PARK_SPIN_DEFAULT_NS, buf, sizeof(buf)),
 		(unsigned long long)(LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS /
 				     1000000));
 }
@@ -1621,6 +1656,12 @@ static int parse_us_list(const char *arg, uint64_t *ns, int *count)
 		return -1;
 	for (tok = strtok_r(list, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
+#ifdef LULL_PARK_SPIN_ADAPTIVE
+		if (n < MAX_SPINS && !strcmp(tok, "adaptive")) {
+			ns[n++] = SPIN_ADAPTIVE;
+			continue;
+		}
+#endif
 		if (n == MAX_SPINS || !parse_scaled(tok, 1e3, &v)) {
 			free(list);
 			return -1;
@@ -1905,7 +1946,7 @@ int main(int argc, char **argv)
 	struct options opt;
 	FILE *out;
 	int nm = 0, ncpus, k, s, r, i;
-	char pin_desc[64];
+	char pin_desc[64], buf[32];
 
 	if (parse_options(argc, argv, &opt))
 		return 2;
@@ -1963,8 +2004,12 @@ int main(int argc, char **argv)
 			if (nspin > 1)
 				len += snprintf(m->label + len,
 						sizeof(m->label) - (size_t)len,
-						":%gus",
-						(double)m->spin_ns / 1e3);
+						":%s%s",
+						spin_str(m->spin_ns, buf,
+							 sizeof(buf)),
+						m->spin_ns == SPIN_ADAPTIVE
+							? ""
+							: "us");
 			if (alt)
 				snprintf(m->label + len,
 					 sizeof(m->label) - (size_t)len, "%s",
