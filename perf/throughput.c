@@ -2049,6 +2049,22 @@ static struct config *lull_for(struct config *cfgs, int ncfgs,
 			   peer->payload);
 }
 
+/*
+ * The consumer's spin as JSON: ns, or "adaptive" for lull's default when
+ * that is LULL_PARK_SPIN_ADAPTIVE (a value no int64_t holds).
+ */
+static const char *spin_json(int64_t spin_ns)
+{
+	static char buf[32];
+
+	if (spin_ns < 0 && LULL_PARK_SPIN_DEFAULT_NS > (uint64_t)INT64_MAX)
+		return "\"adaptive\"";
+	snprintf(buf, sizeof(buf), "%llu",
+		 spin_ns >= 0 ? (unsigned long long)spin_ns
+			      : (unsigned long long)LULL_PARK_SPIN_DEFAULT_NS);
+	return buf;
+}
+
 static void print_json(struct config *cfgs, int ncfgs, const struct config *cfg,
 		       const struct options *opt)
 {
@@ -2067,12 +2083,9 @@ static void print_json(struct config *cfgs, int ncfgs, const struct config *cfg,
 	if (d->is_lull)
 		printf("\"parks_per_msg\":%.6g,\"park_cancels_per_msg\":%.6g,"
 		       "\"park_barrier\":\"%s\",\"safety_timeouts\":%.0f,"
-		       "\"lull_spin_ns\":%lld,",
+		       "\"lull_spin_ns\":%s,",
 		       s.ppm, s.cpm, membarrier_used() ? "membarrier" : "fence",
-		       s.safety,
-		       (long long)(opt->lull_spin_ns >= 0 ?
-					   opt->lull_spin_ns :
-					   (int64_t)LULL_PARK_SPIN_DEFAULT_NS));
+		       s.safety, spin_json(opt->lull_spin_ns));
 	lull = lull_for(cfgs, ncfgs, cfg);
 	if (lull)
 		printf("\"lull_ring\":\"%s\",\"lull_ratio\":%.4f,",
@@ -2293,7 +2306,7 @@ static void usage(FILE *f)
 		"                    (default %u; rte bursts at most %u)\n"
 		"  --lull-spin-ns N  lull consumer: spin N ns on an empty "
 		"ring before parking\n"
-		"                    (default: lull's, %llu)\n"
+		"                    (default: lull's, %s)\n"
 		"  --pin             consumer on the first allowed CPU, "
 		"producers round-robin\n"
 		"                    on the others (default: no pinning)\n"
@@ -2304,7 +2317,8 @@ static void usage(FILE *f)
 		"table to stderr\n"
 		"  --verbose         print every run\n",
 		DEFAULT_SECONDS, DEFAULT_RUNS, DEFAULT_BATCH, RTE_BURST,
-		(unsigned long long)LULL_PARK_SPIN_DEFAULT_NS);
+		LULL_PARK_SPIN_DEFAULT_NS > (uint64_t)INT64_MAX ? "adaptive"
+							       : spin_json(-1));
 }
 
 static bool parse_u64(const char *s, uint64_t *v)
