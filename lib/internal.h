@@ -15,6 +15,7 @@
 #include <linux/time_types.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "lull.h"
 
@@ -43,7 +44,7 @@
 #define LULL_LINE_PAIR 128
 
 #define LULL_REGION_MAGIC 0x6c756c6cu /* "lull" */
-#define LULL_LAYOUT_VERSION 1u
+#define LULL_LAYOUT_VERSION 2u
 #define LULL_REGION_DATA_OFFSET 1024u
 
 /*
@@ -55,7 +56,8 @@
  *   0     header      written once at creation, read-only after
  *   128   tail        written by producers
  *   256   head        written by the consumer
- *   384   roles       attach/detach bookkeeping (cold)
+ *   384   roles       attach/detach bookkeeping (cold), and the SPSC
+ *                     producer's busy mark (its own, until a shutdown)
  *   512   park        the park word, read by producers after each commit,
  *                     and the shutdown state
  *   640   fatal       the fatal report (code, message)
@@ -80,12 +82,6 @@ struct lull_region {
 	 * A free-running byte position, always a multiple of 8.
 	 */
 	alignas(LULL_LINE_PAIR) _Atomic uint64_t tail;
-	/*
-	 * SPSC: 1 while the producer is inside a write or holds a claim, so
-	 * that a consumer closing the ring knows whether a record may still be
-	 * published (lull__spsc_enter()).
-	 */
-	_Atomic uint32_t busy;
 
 	/* Start of the records not yet consumed, stored by the consumer. */
 	alignas(LULL_LINE_PAIR) _Atomic uint64_t head;
@@ -98,6 +94,17 @@ struct lull_region {
 	/* Attached producers, and whether a handle holds the consumer role. */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t producers;
 	_Atomic uint32_t consumer;
+
+	/*
+	 * SPSC: 1 while the producer is inside a write or holds a claim, so
+	 * that a consumer closing the ring knows whether a record may still be
+	 * published (spsc_enter() in ring_spsc.c).  Here with the cold role
+	 * counts, away from tail: the producer stores it twice per write and
+	 * the consumer reads it only while closing, so it stays in the
+	 * producer's cache.  Beside tail it cost a miss whenever the consumer
+	 * had just polled tail.
+	 */
+	_Atomic uint32_t busy;
 
 	/*
 	 * The park line.  Producers load park after every commit, so nothing
@@ -208,7 +215,8 @@ struct lull_ring {
 	uint64_t peek_end;   /* where release moves the head */
 
 	/* Consumer-side park state (park.c, park_uring.c). */
-	uint64_t spin_ns;
+	uint64_t spin_ns;     /* or LULL_PARK_SPIN_ADAPTIVE */
+	bool streaming;       /* adaptive spin: records are streaming in */
 	uint64_t safety_ns;
 	int eventfd;          /* own eventfd for URING_EVENTFD, or -1 */
 	uint64_t eventfd_buf; /* where an io_uring read of it lands */
@@ -240,7 +248,6 @@ struct lull_producer {
 	uint64_t mask;
 	uint32_t mode;
 	uint32_t max_record;
-	uint64_t tail;       /* SPSC: next write position (MPSC: unused) */
 	uint64_t head_cache; /* the consumer's head, last time we looked */
 	bool asym_barrier;   /* LULL_REGION_ASYM_BARRIER */
 	int32_t pid;         /* ours, to tell whether wake_fd is usable */
@@ -267,6 +274,40 @@ static inline struct lull_record_header *lull__header_at(unsigned char *data,
 							  uint64_t pos)
 {
 	return (struct lull_record_header *)(data + (pos & mask));
+}
+
+/*
+ * Copy a payload of at most 16 bytes, the common small message, with at
+ * most two overlapping fixed-size moves: a call into libc's memcpy costs
+ * more than such a copy.  Never reads @src when @len is 0 (it may be NULL).
+ */
+static inline void lull__copy_small(void *dst, const void *src, size_t len)
+{
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+
+	if (len == 8) {
+		memcpy(d, s, 8);
+	} else if (len > 8) {
+		memcpy(d, s, 8);
+		memcpy(d + len - 8, s + len - 8, 8);
+	} else if (len >= 4) {
+		memcpy(d, s, 4);
+		memcpy(d + len - 4, s + len - 4, 4);
+	} else if (len) {
+		d[0] = s[0];
+		d[len / 2] = s[len / 2];
+		d[len - 1] = s[len - 1];
+	}
+}
+
+/* Copy a payload of @len bytes into a record (@src may be NULL for 0). */
+static inline void lull__copy_payload(void *dst, const void *src, size_t len)
+{
+	if (len <= 16)
+		lull__copy_small(dst, src, len);
+	else
+		memcpy(dst, src, len);
 }
 
 /*
@@ -398,7 +439,10 @@ bool lull__park_finish(struct lull_ring *ring, bool timed_out);
 /* Time now on CLOCK_MONOTONIC, in ns. */
 uint64_t lull__now_ns(void);
 
-/* Consumer: spin on the ring for up to ring->spin_ns; true if readable. */
+/*
+ * Consumer: spin on the ring for up to ring->spin_ns (adaptive: see
+ * LULL_PARK_SPIN_ADAPTIVE); true if readable.
+ */
 bool lull__spin_for_record(struct lull_ring *ring);
 
 /* Consumer: make sure ring->eventfd exists and is the region's wake_fd. */

@@ -131,9 +131,8 @@ LULL_EXPORT int lull_mpsc_write(struct lull_producer *prod, int32_t type,
 	ret = mpsc_reserve(prod, length, &pos);
 	if (unlikely(ret < 0))
 		return ret;
-	if (len) /* memcpy from NULL is undefined even for 0 bytes */
-		memcpy(lull__header_at(prod->data, prod->mask, pos) + 1, data,
-		       len);
+	lull__copy_payload(lull__header_at(prod->data, prod->mask, pos) + 1,
+			   data, len);
 	mpsc_commit_at(prod, pos, length, type);
 	return 0;
 }

@@ -337,11 +337,6 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	prod->max_record = ring->max_record;
 	prod->asym_barrier = region->flags & LULL_REGION_ASYM_BARRIER;
 	prod->pid = (int32_t)getpid();
-	/*
-	 * SPSC: we are the only writer of tail now, so its value is ours to
-	 * continue from (made visible by the acquire above).
-	 */
-	prod->tail = atomic_load_explicit(&region->tail, memory_order_relaxed);
 	/* Pairs with the consumer's release store of head. */
 	prod->head_cache = atomic_load_explicit(&region->head,
 						memory_order_acquire);

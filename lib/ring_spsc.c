@@ -15,6 +15,36 @@
 #include "internal.h"
 
 /*
+ * The producer's own tail.  Relaxed: only this producer stores it, and the
+ * acquire in lull_producer_attach() ordered the previous producer's last
+ * store before us.  Reading it back from the region instead of keeping a
+ * copy in the handle saves a store per write (see lull_spsc_write()); the
+ * line is in our cache, since the consumer only reads it.
+ */
+static inline uint64_t spsc_tail(const struct lull_producer *prod)
+{
+	return atomic_load_explicit(&prod->region->tail, memory_order_relaxed);
+}
+
+/*
+ * Is the ring free up to @end?  Refreshes the head we know of only when
+ * the cached one says no.
+ */
+static inline bool spsc_room(struct lull_producer *prod, uint64_t end)
+{
+	if (likely(end - prod->head_cache <= prod->mask + 1))
+		return true;
+	/*
+	 * Pairs with the consumer's release store of head: the consumer's
+	 * reads of the space we are about to overwrite are finished before
+	 * our writes to it.
+	 */
+	prod->head_cache =
+		atomic_load_explicit(&prod->region->head, memory_order_acquire);
+	return end - prod->head_cache <= prod->mask + 1;
+}
+
+/*
  * Find room for a record of @length bytes (header included) at the
  * producer's tail: where its header goes and where the tail ends up.
  * Returns 0 or -EAGAIN.
@@ -22,22 +52,14 @@
 static inline int spsc_reserve(struct lull_producer *prod, uint32_t length,
 			       uint64_t *posp, uint64_t *endp)
 {
+	uint64_t tail = spsc_tail(prod);
 	uint64_t size = lull__align8(length);
-	uint64_t pad = lull__wrap_padding(prod->tail, prod->mask, size);
-	uint64_t end = prod->tail + pad + size;
+	uint64_t pad = lull__wrap_padding(tail, prod->mask, size);
+	uint64_t end = tail + pad + size;
 
-	if (unlikely(end - prod->head_cache > prod->mask + 1)) {
-		/*
-		 * Pairs with the consumer's release store of head: the
-		 * consumer's reads of the space we are about to overwrite are
-		 * finished before our writes to it.
-		 */
-		prod->head_cache = atomic_load_explicit(&prod->region->head,
-							memory_order_acquire);
-		if (end - prod->head_cache > prod->mask + 1)
-			return -EAGAIN;
-	}
-	*posp = prod->tail + pad;
+	if (unlikely(!spsc_room(prod, end)))
+		return -EAGAIN;
+	*posp = tail + pad;
 	*endp = end;
 	return 0;
 }
@@ -45,13 +67,15 @@ static inline int spsc_reserve(struct lull_producer *prod, uint32_t length,
 static inline void spsc_header(struct lull_producer *prod, uint64_t pos,
 			       uint32_t length, int32_t type)
 {
-	struct lull_record_header *hdr =
-		lull__header_at(prod->data, prod->mask, pos);
+	struct lull_record_header hdr = {.length = (int32_t)length,
+					 .type = type};
 
-	/* Ordered for the consumer by the release store of tail. */
-	atomic_store_explicit(&hdr->length, (int32_t)length,
-			      memory_order_relaxed);
-	hdr->type = type;
+	/*
+	 * One 8-byte store for both fields.  A plain store: the consumer
+	 * reads SPSC headers only below a tail it acquired, so the release
+	 * store of tail orders this before its reads.
+	 */
+	memcpy(lull__header_at(prod->data, prod->mask, pos), &hdr, sizeof(hdr));
 }
 
 /*
@@ -101,11 +125,12 @@ static inline int spsc_enter(struct lull_producer *prod)
 static inline void spsc_publish(struct lull_producer *prod, uint64_t pos,
 				uint64_t end, uint32_t length, int32_t type)
 {
-	if (pos != prod->tail)
-		spsc_header(prod, prod->tail, (uint32_t)(pos - prod->tail),
+	uint64_t tail = spsc_tail(prod);
+
+	if (pos != tail)
+		spsc_header(prod, tail, (uint32_t)(pos - tail),
 			    LULL_TYPE_PADDING);
 	spsc_header(prod, pos, length, type);
-	prod->tail = end;
 	/*
 	 * Pairs with the consumer's acquire load of tail: the headers and
 	 * payload written above are visible before the tail that covers them.
@@ -122,8 +147,10 @@ static inline int spsc_check(const struct lull_producer *prod)
 	return 0;
 }
 
-LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
-				const void *data, size_t len)
+/* lull_spsc_write(), every case: checks, wrapping, a full ring, closing. */
+static int __attribute__((noinline))
+spsc_write_any(struct lull_producer *prod, int32_t type, const void *data,
+	       size_t len)
 {
 	uint64_t pos, end;
 	uint32_t length;
@@ -143,13 +170,84 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 		return ret;
 	ret = spsc_reserve(prod, length, &pos, &end);
 	if (likely(ret == 0)) {
-		if (len) /* memcpy from NULL is undefined even for 0 bytes */
-			memcpy(lull__header_at(prod->data, prod->mask, pos) + 1,
-			       data, len);
+		lull__copy_payload(
+			lull__header_at(prod->data, prod->mask, pos) + 1, data,
+			len);
 		spsc_publish(prod, pos, end, length, type);
 	}
 	spsc_leave(prod);
 	return ret;
+}
+
+/* The fast path's wake-up, out of line so that it ends in a tail call. */
+static int __attribute__((noinline))
+spsc_write_wake(struct lull_producer *prod, uint32_t seen)
+{
+	lull__wake(prod, seen);
+	return 0;
+}
+
+/*
+ * The common write: a valid small record that fits before the end of the
+ * data area, to a ring with room that is not closing.  Everything else
+ * goes to spsc_write_any() before anything is stored.  The steps are
+ * spsc_enter(), spsc_publish() and spsc_leave() without their calls, so
+ * that the function needs no callee-saved registers.
+ *
+ * Why it is this lean: while the consumer keeps up, the lines this write
+ * stores to were just read by the consumer and must be fetched back, and
+ * until they are, its stores wait in the CPU's store buffer.  The fewer
+ * stores a write makes (here: busy, the payload, the header, tail, busy),
+ * the more writes fit in that buffer before the producer stalls.
+ */
+LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
+				const void *data, size_t len)
+{
+	struct lull_region *region;
+	unsigned char *at;
+	uint64_t tail, end, size;
+	uint32_t seen;
+
+	if (unlikely(!prod || prod->mode != LULL_RING_SPSC || prod->claimed ||
+		     type < 1 || len > 16 || (len && !data)))
+		return spsc_write_any(prod, type, data, len);
+	region = prod->region;
+	tail = spsc_tail(prod);
+	size = lull__align8(LULL_RECORD_HEADER_SIZE + len);
+	end = tail + size;
+	/* The record would wrap (padding first), or the ring looks full. */
+	if (unlikely((tail & prod->mask) + size > prod->mask + 1 ||
+		     end - prod->head_cache > prod->mask + 1 ||
+		     LULL_RECORD_HEADER_SIZE + len > prod->max_record))
+		return spsc_write_any(prod, type, data, len);
+
+	/* spsc_enter(), with its pairing */
+	atomic_store_explicit(&region->busy, 1, memory_order_relaxed);
+	if (prod->asym_barrier)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	if (unlikely(lull__state(region) & LULL_STATE_CLOSED))
+		return spsc_write_any(prod, type, data, len); /* leaves */
+
+	/* spsc_publish(): no padding, by the check above */
+	at = (unsigned char *)lull__header_at(prod->data, prod->mask, tail);
+	lull__copy_small(at + LULL_RECORD_HEADER_SIZE, data, len);
+	spsc_header(prod, tail, (uint32_t)(LULL_RECORD_HEADER_SIZE + len),
+		    type);
+	/* Pairs with the consumer's acquire load of tail, as there. */
+	atomic_store_explicit(&region->tail, end, memory_order_release);
+
+	/* spsc_leave() and lull__notify(), with their pairings */
+	atomic_store_explicit(&region->busy, 0, memory_order_release);
+	if (prod->asym_barrier)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	seen = atomic_load_explicit(&region->park, memory_order_relaxed);
+	if (unlikely(seen != LULL_PARK_AWAKE))
+		return spsc_write_wake(prod, seen);
+	return 0;
 }
 
 LULL_EXPORT int lull_spsc_writev(struct lull_producer *prod, int32_t type,
