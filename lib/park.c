@@ -231,6 +231,7 @@ LULL_EXPORT int lull_ring_park_config(struct lull_ring *ring,
 	if (!ring->is_consumer)
 		return -EPERM;
 	ring->spin_ns = cfg ? cfg->spin_ns : LULL_PARK_SPIN_DEFAULT_NS;
+	ring->streaming = false;
 	ring->safety_ns = cfg ? cfg->safety_timeout_ns
 			      : LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
 	return 0;
@@ -257,20 +258,36 @@ LULL_EXPORT int lull_ring_stats(const struct lull_ring *ring,
 
 bool lull__spin_for_record(struct lull_ring *ring)
 {
-	uint64_t deadline;
+	uint64_t window = ring->spin_ns, deadline;
+	unsigned pauses = 1;
 
-	if (!ring->spin_ns)
+	if (window == LULL_PARK_SPIN_ADAPTIVE) {
+		if (!ring->streaming)
+			return false;
+		window = LULL_PARK_ADAPTIVE_SPIN_NS;
+	}
+	if (!window)
 		return false;
-	deadline = lull__now_ns() + ring->spin_ns;
+	deadline = lull__now_ns() + window;
 	for (;;) {
-		/* Read the clock only every 64 polls: it costs more than one. */
-		for (int i = 0; i < 64; i++) {
+		/* Read the clock only every 8 polls: it costs more than one. */
+		for (int i = 0; i < 8; i++) {
 			if (lull__ring_readable(ring))
 				return true;
-			ck_pr_stall();
+			/*
+			 * Back off, up to 32 pauses a poll: every poll of a
+			 * line the producer is writing costs it a cache miss,
+			 * and letting it run ahead makes the next batch longer.
+			 */
+			for (unsigned k = 0; k < pauses; k++)
+				ck_pr_stall();
+			if (pauses < 32)
+				pauses <<= 1;
 		}
-		if (lull__now_ns() >= deadline)
+		if (lull__now_ns() >= deadline) {
+			ring->streaming = false;
 			return false;
+		}
 	}
 }
 
@@ -308,8 +325,11 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 				safety_slice = false;
 			}
 		}
-		if (!lull__park_begin(ring, LULL_PARK_FUTEX))
+		if (!lull__park_begin(ring, LULL_PARK_FUTEX)) {
+			/* A record came while we announced: a stream. */
+			ring->streaming = true;
 			return 0;
+		}
 		/* sleep: returns at once if a producer already reset the word */
 		ret = futex_wait(&ring->region->park, LULL_PARK_FUTEX, slice);
 		timed_out = ret == -ETIMEDOUT;

@@ -52,14 +52,27 @@ enum lull_backend {
 	LULL_BACKEND_EPOLL = 4,
 };
 
+/*
+ * spin_ns value: spin only while records stream.  lull_ring_wait() then
+ * polls an empty ring for up to LULL_PARK_ADAPTIVE_SPIN_NS, but only when
+ * its previous park was cancelled at the re-check (a record arrived while
+ * it was announcing) or its previous spin found a record: a producer is
+ * committing faster than a park and a wake-up cost.  A spin that finds
+ * nothing, and any real sleep, turn it off again, so sparse traffic parks
+ * at once and an idle consumer spins at most once before it sleeps.
+ */
+#define LULL_PARK_SPIN_ADAPTIVE UINT64_MAX
+#define LULL_PARK_ADAPTIVE_SPIN_NS (10ull * 1000)
+
 /* Defaults of struct lull_park_config. */
 #define LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS (500ull * 1000 * 1000)
-#define LULL_PARK_SPIN_DEFAULT_NS 0ull
+#define LULL_PARK_SPIN_DEFAULT_NS LULL_PARK_SPIN_ADAPTIVE
 
 struct lull_park_config {
 	/*
-	 * How long the consumer keeps checking an empty ring before it parks;
-	 * 0 parks at once (strictly zero idle CPU).
+	 * How long the consumer keeps checking an empty ring before it parks:
+	 * LULL_PARK_SPIN_ADAPTIVE (the default, above), a fixed time in ns,
+	 * or 0 to park at once (not even one spin after a stream).
 	 */
 	uint64_t spin_ns;
 	/*

@@ -6,7 +6,9 @@
  * A plain-main program (ThreadSanitizer cannot run Criterion).  Each
  * configuration is a backend and a topology:
  *
- *   backends   blocking            lull_ring_wait() (futex(2))
+ *   backends   blocking            lull_ring_wait() (futex(2)), parking at
+ *                                  once (spin 0)
+ *              blocking-adaptive   the same with the default adaptive spin
  *              own-uring-futex     lull_uring_park_*() on the consumer's
  *              own-uring-eventfd     own io_uring (LULL_BACKEND forces it)
  *              loop-uring-futex    a lull_loop on each of its backends
@@ -14,14 +16,15 @@
  *              loop-epoll
  *   topologies spsc (1 producer), mpsc1, mpsc2, mpsc4, mpsc8
  *
- * thirty in all.  Producer threads send records whose timing is made to
+ * thirty-five in all.  Producer threads send records whose timing is made to
  * hit the park window: single records after random busy gaps (0-40 us of
  * spinning), bursts of 2-16, sched_yield(), short nanosleep()s, claims
  * held open for a few microseconds (an MPSC consumer parks in front of
  * them), and "park hunters" that poll the ring's park word and commit the
  * moment the consumer announces a park (between its announce and its
  * re-check), 0-3 us later (between re-check and sleep) or once it sleeps.
- * The consumer thread parks whenever the ring is empty (no spin) and now
+ * The consumer thread parks whenever the ring is empty (no spin, except
+ * blocking-adaptive's short spins while records stream) and now
  * and then is slow on a record, so that commits pile up.
  *
  * Every record carries {producer, seq, length, commit time}; the consumer
@@ -126,15 +129,18 @@ struct backend_desc {
 	const char *name;
 	enum lull_backend backend;
 	enum via via;
+	uint64_t spin_ns; /* lull_park_config.spin_ns of VIA_WAIT */
 };
 
 static const struct backend_desc backends[] = {
-	{ "blocking", LULL_BACKEND_BLOCKING, VIA_WAIT },
-	{ "own-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_URING },
-	{ "own-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_URING },
-	{ "loop-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_LOOP },
-	{ "loop-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_LOOP },
-	{ "loop-epoll", LULL_BACKEND_EPOLL, VIA_LOOP },
+	{ "blocking", LULL_BACKEND_BLOCKING, VIA_WAIT, 0 },
+	{ "blocking-adaptive", LULL_BACKEND_BLOCKING, VIA_WAIT,
+	  LULL_PARK_SPIN_ADAPTIVE },
+	{ "own-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_URING, 0 },
+	{ "own-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_URING, 0 },
+	{ "loop-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_LOOP, 0 },
+	{ "loop-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_LOOP, 0 },
+	{ "loop-epoll", LULL_BACKEND_EPOLL, VIA_LOOP, 0 },
 };
 
 struct topo_desc {
@@ -705,7 +711,8 @@ static void consume_own_uring(struct run *run)
 static void *consumer_main(void *arg)
 {
 	struct run *run = arg;
-	struct lull_park_config cfg = { .safety_timeout_ns = SAFETY_NS };
+	struct lull_park_config cfg = { .spin_ns = run->be->spin_ns,
+					.safety_timeout_ns = SAFETY_NS };
 	int ret;
 
 	if (run->opt->pin)
@@ -1086,10 +1093,11 @@ static void usage(FILE *f)
 		"                  (default %llu; K and M suffixes)\n"
 		"  --config NAME   BACKEND/TOPOLOGY, BACKEND or TOPOLOGY; "
 		"repeatable\n"
-		"                  backends: blocking, own-uring-futex, "
-		"own-uring-eventfd,\n"
-		"                  loop-uring-futex, loop-uring-eventfd, "
-		"loop-epoll\n"
+		"                  backends: blocking, blocking-adaptive, "
+		"own-uring-futex,\n"
+		"                  own-uring-eventfd, loop-uring-futex, "
+		"loop-uring-eventfd,\n"
+		"                  loop-epoll\n"
 		"                  topologies: spsc, mpsc1, mpsc2, mpsc4, "
 		"mpsc8\n"
 		"  --seed S        seed of the producers' choices (default "
