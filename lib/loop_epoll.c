@@ -341,9 +341,14 @@ int lull__epoll_wait(struct lull_loop *loop, uint64_t timeout_ns)
 
 		switch (key & TAG_MASK) {
 		case TAG_KICK:
-			while (LULL_SYSCALL(read(loop->kick_fd, &drain,
-						 sizeof(drain))) > 0)
-				;
+			/*
+			 * One read: a (non-semaphore) eventfd read returns
+			 * the whole count and resets it, so a second read
+			 * could only fail with EAGAIN, a wasted system call
+			 * per wake-up.
+			 */
+			(void)LULL_SYSCALL(read(loop->kick_fd, &drain,
+						sizeof(drain)));
 			break;
 		case TAG_SIGNAL:
 			while (LULL_SYSCALL(read(loop->sigfd, &loop->sigbuf,
