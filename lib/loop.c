@@ -372,9 +372,16 @@ static struct loop_op *op_alloc(struct lull_loop *loop)
 void lull__loop_op_complete(struct lull_loop *loop, struct loop_op *op,
 			    int res, uint32_t flags)
 {
-	loop->stats.completions++;
-	op->fn(loop, res, flags, op->ctx);
-	if (flags & IORING_CQE_F_MORE)
+	bool last = !(flags & IORING_CQE_F_MORE);
+
+	/* Before the callback, which may cancel by its ctx. */
+	if (last)
+		op->in_flight = false;
+	if (op->fn) {
+		loop->stats.completions++;
+		op->fn(loop, res, flags, op->ctx);
+	}
+	if (!last)
 		return;
 	op->next = loop->free_ops;
 	loop->free_ops = op;
@@ -421,11 +428,73 @@ LULL_EXPORT int lull_loop_sqe(struct lull_loop *loop, lull_cqe_fn fn,
 	}
 	op->fn = fn;
 	op->ctx = ctx;
+	op->in_flight = true;
 	io_uring_prep_nop(sqe);
 	io_uring_sqe_set_data64(sqe, loop_tag(op, TAG_OP));
 	loop->ops_in_flight++;
 	*sqep = sqe;
 	return 0;
+}
+
+/*
+ * Ask for @op to be cancelled: an ASYNC_CANCEL of its user_data.  Its
+ * callback runs when its last CQE comes, with -ECANCELED or whatever it
+ * completed with first.  The cancel cannot hit a later op that reuses
+ * @op's memory: ops are recycled only when their last CQE is reaped, and
+ * an op queued after that is submitted after this cancel.  Returns 0 or
+ * -EBUSY (no SQE; @op is left to be asked again) or -ENOMEM.
+ */
+static int op_cancel_ask(struct lull_loop *loop, struct loop_op *op)
+{
+	struct io_uring_sqe *sqe;
+	struct loop_op *cancel;
+
+	if (loop->has_uring) {
+		sqe = uring_sqe(loop);
+		if (!sqe)
+			return -EBUSY;
+		io_uring_prep_cancel64(sqe, loop_tag(op, TAG_OP), 0);
+		io_uring_sqe_set_data64(sqe, loop_tag(NULL, TAG_IGNORE));
+	} else {
+		/* An emulated ASYNC_CANCEL, queued after @op. */
+		cancel = op_alloc(loop);
+		if (!cancel)
+			return -ENOMEM;
+		io_uring_prep_cancel64(&cancel->sqe, loop_tag(op, TAG_OP), 0);
+		cancel->in_flight = true;
+		cancel->next = loop->pending_ops;
+		loop->pending_ops = cancel;
+		loop->ops_in_flight++;
+	}
+	op->cancel_asked = true;
+	return 0;
+}
+
+/*
+ * Ask every user op in flight whose ctx is @ctx (any ctx when @all) to be
+ * cancelled, once each.  Returns how many were asked, or the first error.
+ */
+static int ops_cancel(struct lull_loop *loop, void *ctx, bool all)
+{
+	int asked = 0, ret;
+
+	for (struct loop_op *op = loop->all_ops; op; op = op->all_next) {
+		if (!op->in_flight || !op->fn || op->cancel_asked ||
+		    (!all && op->ctx != ctx))
+			continue;
+		ret = op_cancel_ask(loop, op);
+		if (ret < 0)
+			return ret;
+		asked++;
+	}
+	return asked;
+}
+
+LULL_EXPORT int lull_loop_cancel(struct lull_loop *loop, void *ctx)
+{
+	if (!loop)
+		return -EINVAL;
+	return ops_cancel(loop, ctx, false);
 }
 
 static int timer_arm(struct lull_loop *loop, struct lull_loop_timer *timer,
@@ -860,8 +929,21 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 	for (;;) {
 		if (stop_pending(loop))
 			stop_rings(loop);
-		if (loop->stopping && !loop->nrings)
-			break;
+		if (loop->stopping && !loop->nrings) {
+			/*
+			 * The rings are done; so are the user's SQEs once
+			 * each has been cancelled and its callback has run.
+			 * Those that callbacks queue meanwhile are cancelled
+			 * on the next pass; without an SQE for a cancel now,
+			 * it is asked for again then.
+			 */
+			if (!loop->ops_in_flight)
+				break;
+			ret = ops_cancel(loop, NULL, true);
+			if (ret == -ENOMEM)
+				break;
+			ret = 0;
+		}
 		loop->stats.iterations++;
 		busy = false;
 		if (loop->has_uring)

@@ -43,8 +43,10 @@ struct loop_ring {
 
 /* A user SQE in flight.  In epoll mode it also holds the emulated SQE. */
 struct loop_op {
-	lull_cqe_fn fn;
+	lull_cqe_fn fn;       /* NULL: the loop's own (an emulated cancel) */
 	void *ctx;
+	bool in_flight;       /* handed out, final completion still to come */
+	bool cancel_asked;    /* lull_loop_cancel() or a stop asked already */
 	struct loop_op *next; /* free list; epoll: pending/waiting lists */
 	struct loop_op *all_next; /* every op the loop allocated */
 	struct io_uring_sqe sqe;

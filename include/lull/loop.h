@@ -124,6 +124,17 @@ int lull_loop_sqe(struct lull_loop *loop, lull_cqe_fn fn, void *ctx,
 		  struct io_uring_sqe **sqep);
 
 /*
+ * Cancel every SQE from lull_loop_sqe() still in flight whose callback
+ * context is @ctx (say, everything a connection has outstanding before it
+ * is freed).  Each callback still runs, once its last CQE comes: with
+ * -ECANCELED, or with the result the request completed with first.  A
+ * request asked once is not asked again.  Returns how many requests were
+ * asked (0: none in flight), -EINVAL, -EBUSY (the submission queue is
+ * full: the rest are asked on a later call), -ENOMEM (epoll backend).
+ */
+int lull_loop_cancel(struct lull_loop *loop, void *ctx);
+
+/*
  * Start a timer that fires after @delay_ns, then every @interval_ns when
  * that is non-zero.  Returns 0 and sets *timerp (may be NULL for a timer
  * that is never cancelled), or -EINVAL, -ENOMEM, -EBUSY.
@@ -151,12 +162,17 @@ int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
 		      lull_signal_fn fn, void *ctx);
 
 /*
- * Run until lull_loop_stop().  A stop shuts every attached ring down, and
- * the run returns once each has delivered its poison record to its
- * handler and been detached; with no rings attached it returns at once.
- * A stop requested before the call counts.  Returns 0 when stopped,
- * -EINVAL, -EBUSY (already running), or an unrecoverable io_uring or
- * epoll error.
+ * Run until lull_loop_stop().  A stop shuts every attached ring down; once
+ * each has delivered its poison record to its handler and been detached,
+ * the loop cancels every SQE from lull_loop_sqe() still in flight (as
+ * lull_loop_cancel() does, so each callback runs, mostly with -ECANCELED)
+ * and returns when all of them have completed: nothing of the caller's is
+ * left in flight, and every context it handed out may be freed.  SQEs
+ * that callbacks queue meanwhile are cancelled too, so a callback should
+ * not re-arm on -ECANCELED.  Timers stay armed for a later run.  A stop
+ * requested before the call counts.  Returns 0 when stopped, -EINVAL,
+ * -EBUSY (already running), -ENOMEM, or an unrecoverable io_uring or epoll
+ * error.
  */
 int lull_loop_run(struct lull_loop *loop);
 
