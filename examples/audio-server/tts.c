@@ -773,7 +773,7 @@ int tts_submit(struct tts_pool *pool, struct tts_job *job)
 		if (pool->workers[i].load < best->load)
 			best = &pool->workers[i];
 	job->worker = best->index;
-	/* Relaxed: counted before the write, which publishes it (on_request). */
+	/* Relaxed: counted before the write that publishes it (on_request). */
 	atomic_fetch_add_explicit(&best->waiting, 1, memory_order_relaxed);
 	/*
 	 * The record carries the pointer; the ring's release/acquire pair
