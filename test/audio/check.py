@@ -8,6 +8,13 @@ exits 1.  Standard library only.
   load LEVELS LOG N C TEXT...     audio-loadgen --json/--log output: one
                                   level, N requests at concurrency C, no
                                   errors, every stream 200 and plausible
+  pace LEVELS RTF_LO RTF_HI TTFP_MAX_MS
+                                  the level's mean real-time factor lies in
+                                  [RTF_LO, RTF_HI] and its TTFP p99 is at
+                                  most TTFP_MAX_MS
+  levels LEVELS LOG N W C...      a run without --concurrency: one line per
+                                  level C, N requests each, W warm-ups
+                                  logged apart and left out of the counts
   faults LEVELS KIND=COUNT...     the level's errors_by_kind is exactly this
   drained LOG MIN_OK              after SIGTERM under load: every stream
                                   that got 200 is intact, the rest were
@@ -20,19 +27,39 @@ exits 1.  Standard library only.
   sse FILE TEXT                   a raw SSE body (curl -N output): deltas,
                                   then done; prints the decoded PCM bytes
   page FILE TEXT                  Chromium's --dump-dom of the page: it
-                                  streamed TEXT and decoded its samples
+                                  streamed TEXT, decoded its samples and
+                                  handed every one of them to Web Audio
+  rawstream HOST:PORT TEXT        stream_format audio under --pace
+                                  realtime: the PCM arrives chunk by chunk
+                                  over the audio's duration, not at once
+  voices HOST:PORT                every voice the server names (and the
+                                  page offers) speaks, each differently;
+                                  speed 2 is shorter than 1, 0.5 longer
+  garbage HOST:PORT               malformed HTTP: each gets its 4xx/5xx
+                                  status and a JSON error, then a close
+  limits HOST:PORT IDLE_S         with --max-connections 2: a third
+                                  connection gets 503; with --idle-timeout
+                                  IDLE_S an idle connection is closed
+  http10 HOST:PORT TEXT           an HTTP/1.0 stream: no chunking, the
+                                  body ends with the connection
   keepalive MODE HOST:PORT TEXT   one connection: GET (sequential) or two
                                   pipelined GETs, a streamed POST, a GET
   error_json FILE                 {"error": {"message": "...", ...}}
   health FILE                     /health JSON with status "ok"
-  metric FILE NAME                prints the sum of a Prometheus metric
-  metrics_format FILE             every sample line is well formed
+  metric FILE NAME [LABEL]        prints the sum of a Prometheus metric
+                                  (only the series whose labels contain
+                                  LABEL, e.g. 'ring="chunks"')
+  metrics_format FILE [NAME...]   every sample line is well formed, every
+                                  family has a TYPE, each NAME is there
 """
 import base64
+import hashlib
 import json
 import re
+import socket
 import struct
 import sys
+import time
 
 RATE = 24000
 # English speech from espeak-ng at speeds near 1.0: roughly 10-20
@@ -93,6 +120,39 @@ def cmd_load(levels, log, n, c, *texts):
     print(f"{n} streams, {L['audio_s']:.1f} s of audio, TTFP p50 "
           f"{L['ttfp_p50_ms']:.1f} ms p99 {L['ttfp_p99_ms']:.1f} ms, E2E "
           f"p50 {L['e2e_p50_ms']:.1f} ms p99 {L['e2e_p99_ms']:.1f} ms")
+
+
+def cmd_pace(levels, lo, hi, ttfp_max):
+    L = lines(levels)[0]
+    lo, hi, ttfp_max = float(lo), float(hi), float(ttfp_max)
+    if not lo <= L["rtf_mean"] <= hi:
+        bad(f"mean real-time factor {L['rtf_mean']} (E2E / audio "
+            f"seconds), want {lo}-{hi}")
+    if L["ttfp_p99_ms"] > ttfp_max:
+        bad(f"TTFP p99 {L['ttfp_p99_ms']} ms, want at most {ttfp_max} ms")
+    print(f"real-time factor {L['rtf_mean']}, TTFP p99 "
+          f"{L['ttfp_p99_ms']} ms")
+
+
+def cmd_levels(levels, log, n, w, *conc):
+    n, w, conc = int(n), int(w), [int(c) for c in conc]
+    lv = lines(levels)
+    if [L["concurrency"] for L in lv] != conc:
+        bad(f"levels {[L['concurrency'] for L in lv]}, want {conc}")
+    for L in lv:
+        if L["requests"] != n or L["ok"] != n or L["errors"] or \
+                L["warmup_errors"]:
+            bad(f"level {L['concurrency']}: {L}")
+    logged = lines(log)
+    for c in conc:
+        mine = [r for r in logged if r["concurrency"] == c]
+        warm = [r for r in mine if r["warmup"]]
+        if len(warm) != w or len(mine) != n + w:
+            bad(f"level {c}: {len(mine)} requests logged, {len(warm)} "
+                f"of them warm-ups; want {n} + {w}")
+        if not all(r["ok"] for r in mine):
+            bad(f"level {c}: a request failed: {mine}")
+    print(f"levels {conc}, {n} requests and {w} warm-up(s) each")
 
 
 def cmd_faults(levels, *expect):
@@ -184,7 +244,12 @@ def cmd_pcm(path, text):
 
 
 def cmd_sse(path, text):
-    raw = open(path, "rb").read().decode()
+    print(check_sse(open(path, "rb").read(), text))
+
+
+def check_sse(raw, text):
+    """A whole SSE body: deltas, then done.  Returns the PCM bytes."""
+    raw = raw.decode()
     events = [e for e in re.split(r"\r\n\r\n|\n\n|\r\r", raw) if e.strip()]
     total, done = 0, False
     for e in events:
@@ -207,12 +272,17 @@ def cmd_sse(path, text):
             total += len(pcm)
         elif name == "speech.audio.done":
             done = True
+            usage = data.get("usage")
+            if not isinstance(usage, dict):
+                bad(f"done without a usage object: {data}")
+            if usage.get("output_samples") != total // 2:
+                bad(f"usage {usage}, but {total // 2} samples decoded")
         else:
             bad(f"event {name}: {data}")
     if not done:
         bad("no speech.audio.done")
     plausible(total / 2 / RATE, text, "sse")
-    print(total)
+    return total
 
 
 def cmd_page(path, text):
@@ -222,23 +292,28 @@ def cmd_page(path, text):
         bad(f"no <body> in the dump: {dom[:300]!r}")
     attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', m.group(1)))
     state, samples = attrs.get("state"), int(attrs.get("samples", "0"))
+    scheduled = int(attrs.get("scheduled", "0"))
     if state != "done" or "error" in attrs:
         bad(f"page state {state!r}, error {attrs.get('error')!r}, "
             f"{samples} samples")
     if samples <= 0:
         bad("the page decoded no samples")
     plausible(samples / RATE, text, "page")
+    if attrs.get("audio", "none") == "none" or scheduled != samples:
+        bad(f"Web Audio: context {attrs.get('audio')!r}, {scheduled} of "
+            f"{samples} samples scheduled")
     print(f"page: {attrs.get('deltas')} deltas, {samples} samples "
-          f"({samples / RATE:.2f} s) decoded")
+          f"({samples / RATE:.2f} s) decoded and scheduled on a "
+          f"{attrs['audio']} Hz AudioContext")
 
 
 class Conn:
     """Just enough of an HTTP/1.1 client to read responses in order."""
 
     def __init__(self, hostport):
-        import socket
         host, port = hostport.rsplit(":", 1)
-        self.s = socket.create_connection((host, int(port)), timeout=15)
+        self.s = socket.create_connection((host.strip("[]"), int(port)),
+                                          timeout=15)
         self.buf = b""
 
     def fill(self):
@@ -279,6 +354,197 @@ class Conn:
         else:
             body = self.take(int(headers.get("content-length", "0")))
         return int(status[1]), headers, body
+
+
+def post(hostport, obj, version=b"1.1"):
+    """One POST /v1/audio/speech on a fresh connection: the response."""
+    c = Conn(hostport)
+    body = json.dumps(obj).encode()
+    c.s.sendall(b"POST /v1/audio/speech HTTP/%s\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (version, len(body), body))
+    return c, c.response()
+
+
+def cmd_rawstream(hostport, text):
+    c = Conn(hostport)
+    body = json.dumps({"input": text, "stream": True,
+                       "stream_format": "audio"}).encode()
+    c.s.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    t0 = time.monotonic()
+    status = c.line()
+    headers = {}
+    while True:
+        line = c.line()
+        if not line:
+            break
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    if not status.startswith("HTTP/1.1 200") or \
+            headers.get("transfer-encoding") != "chunked" or \
+            not headers.get("content-type", "").startswith("audio/pcm"):
+        bad(f"{status} {headers}")
+    arrivals, total = [], 0
+    while True:
+        n = int(c.line().split(";")[0], 16)
+        if n == 0:
+            break
+        c.take(n + 2)
+        arrivals.append(time.monotonic() - t0)
+        total += n
+        if n % 2:
+            bad(f"an HTTP chunk of {n} bytes: not whole samples")
+    c.take(2)
+    seconds = total / 2 / RATE
+    plausible(seconds, text, "raw stream")
+    # Each audio chunk is one HTTP chunk, sent as the worker releases it:
+    # at the audio's own rate, so the last one comes about the audio's
+    # duration after the first.
+    if len(arrivals) < 5:
+        bad(f"{len(arrivals)} HTTP chunks for {seconds:.2f} s of audio")
+    spread = arrivals[-1] - arrivals[0]
+    if arrivals[0] > 0.5 or spread < 0.6 * seconds:
+        bad(f"first chunk after {arrivals[0]:.3f} s, last {spread:.3f} s "
+            f"later, for {seconds:.2f} s of audio: not streamed")
+    print(f"{len(arrivals)} chunks, first after {arrivals[0] * 1e3:.1f} ms, "
+          f"spread over {spread:.2f} s for {seconds:.2f} s of audio")
+
+
+def cmd_voices(hostport):
+    _, (status, _, body) = post(hostport, {"input": "hi", "voice": "?"})
+    msg = json.loads(body)["error"]["message"]
+    m = re.search(r"Supported voices: (.*)\.$", msg)
+    if status != 400 or not m:
+        bad(f"unknown voice: {status} {msg!r}")
+    voices = m.group(1).split(", ")
+    c = Conn(hostport)
+    c.s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    page = c.response()[2].decode()
+    offered = re.findall(r"<option>([a-z]+)</option>", page)
+    if sorted(offered) != sorted(voices):
+        bad(f"the page offers {offered}, the server has {voices}")
+    text = "The quick brown fox jumps over the lazy dog."
+    digests = {}
+    for v in voices:
+        _, (status, _, pcm) = post(hostport, {"input": text, "voice": v,
+                                              "response_format": "pcm"})
+        if status != 200:
+            bad(f"voice {v}: HTTP {status}: {pcm[:200]!r}")
+        plausible(len(pcm) / 2 / RATE, text, f"voice {v}")
+        digests.setdefault(hashlib.sha256(pcm).hexdigest(), []).append(v)
+    same = [vs for vs in digests.values() if len(vs) > 1]
+    if same:
+        bad(f"voices that sound the same (identical PCM): {same}")
+    length = {}
+    for speed in (0.5, 1.0, 2.0):
+        _, (status, _, pcm) = post(hostport, {"input": text, "speed": speed,
+                                              "response_format": "pcm"})
+        if status != 200:
+            bad(f"speed {speed}: HTTP {status}")
+        length[speed] = len(pcm) / 2 / RATE
+    if not length[2.0] < 0.75 * length[1.0] < 0.75 * 0.75 * length[0.5]:
+        bad(f"audio seconds by speed: {length}")
+    print(f"{len(voices)} voices, all distinct; seconds by speed: " +
+          ", ".join(f"{k}: {v:.2f}" for k, v in length.items()))
+
+
+# Malformed requests, the status each must get, and what it tests.
+GARBAGE = [
+    (b"GARBAGE\r\n\r\n", 400, "no method"),
+    (b"\x00\x01\x02\xff\xfe\r\n\r\n", 400, "binary"),
+    (b"GET / HTTP/1.1\r\nNo colon here\r\n\r\n", 400, "header line"),
+    (b"GET / HTTP/9.9\r\n\r\n", 505, "HTTP version"),
+    (b"CONNECT x:80 HTTP/1.1\r\n\r\n", 400, "CONNECT target"),
+    (b"POST /v1/audio/speech HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400,
+     "negative Content-Length"),
+    (b"POST /v1/audio/speech HTTP/1.1\r\nContent-Length: 5\r\n"
+     b"Content-Length: 6\r\n\r\nhello", 400, "two Content-Lengths"),
+    (b"POST /v1/audio/speech HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"fffffffffffffffff\r\n", 400, "chunk size overflow"),
+    (b"POST /v1/audio/speech HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+     + b"".join(b"%x\r\n%s\r\n" % (8000, b"a" * 8000) for _ in range(9)),
+     413, "chunked body over the limit"),
+    (b"POST /v1/audio/speech HTTP/1.1\r\nContent-Length: 100000\r\n"
+     b"Expect: 100-continue\r\n\r\n", 413,
+     "Expect: 100-continue with a body over the limit"),
+]
+
+
+def cmd_garbage(hostport):
+    for raw, want, what in GARBAGE:
+        c = Conn(hostport)
+        try:
+            c.s.sendall(raw)
+        except OSError:
+            pass  # the answer may come (and the socket close) early
+        status, headers, body = c.response()
+        if status != want:
+            bad(f"{what}: HTTP {status}, want {want}: {body[:200]!r}")
+        if not headers.get("content-type", "").startswith(
+                "application/json") or \
+                not json.loads(body)["error"]["message"]:
+            bad(f"{what}: {headers} {body[:200]!r}: no JSON error")
+        if headers.get("connection") != "close":
+            bad(f"{what}: the connection is kept open: {headers}")
+        try:
+            rest = c.s.recv(100)
+        except ConnectionResetError:
+            rest = b""
+        if rest:
+            bad(f"{what}: more after the answer: {rest!r}")
+    print(f"{len(GARBAGE)} malformed requests, each answered and closed")
+
+
+def cmd_limits(hostport, idle_s):
+    idle_s = float(idle_s)
+    a, b = Conn(hostport), Conn(hostport)
+    # Both are accepted once one of them is answered.
+    for c in (a, b):
+        c.s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        if c.response()[0] != 200:
+            bad("GET /health on an allowed connection failed")
+    c = Conn(hostport)
+    status, headers, body = c.response()
+    if status != 503 or headers.get("retry-after") != "1" or \
+            not json.loads(body)["error"]["message"]:
+        bad(f"third connection: {status} {headers} {body!r}")
+    t0 = time.monotonic()
+    a.s.settimeout(idle_s + 5)
+    try:
+        gone = a.s.recv(1) == b""
+    except ConnectionResetError:
+        gone = True
+    took = time.monotonic() - t0
+    if not gone or took > idle_s + 2.5:
+        bad(f"an idle connection still open after {took:.1f} s "
+            f"(--idle-timeout {idle_s:g})")
+    print(f"third connection: 503; an idle one closed after {took:.1f} s")
+
+
+def cmd_http10(hostport, text):
+    c = Conn(hostport)
+    body = json.dumps({"input": text, "stream": True}).encode()
+    c.s.sendall(b"POST /v1/audio/speech HTTP/1.0\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    status = c.line()
+    headers = {}
+    while True:
+        line = c.line()
+        if not line:
+            break
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    if " 200 " not in status or "transfer-encoding" in headers or \
+            headers.get("connection") != "close":
+        bad(f"{status} {headers}")
+    while True:
+        data = c.s.recv(65536)
+        if not data:
+            break
+        c.buf += data
+    total = check_sse(c.buf, text)
+    print(f"HTTP/1.0: {total} PCM bytes in a body ended by the close")
 
 
 def cmd_keepalive(mode, hostport, text):
@@ -354,18 +620,31 @@ def samples(path):
     return out
 
 
-def cmd_metric(path, name):
-    vals = [v for n, _, v in samples(path) if n == name]
+def cmd_metric(path, name, label=""):
+    vals = [v for n, lb, v in samples(path) if n == name and label in lb]
     if not vals:
-        bad(f"no metric {name}")
-    print(f"{sum(vals):g}")
+        bad(f"no metric {name}{{{label}}}")
+    total = sum(vals)
+    print(int(total) if total == int(total) else f"{total:g}")
 
 
-def cmd_metrics_format(path):
+def cmd_metrics_format(path, *required):
     s = samples(path)
     if not s:
         bad("no samples")
-    print(f"{len(s)} samples")
+    typed = set(re.findall(r"^# TYPE (\S+) (?:counter|gauge)$",
+                           open(path).read(), re.M))
+    series = set()
+    for name, labels, _ in s:
+        if name not in typed:
+            bad(f"{name} has no TYPE line")
+        if (name, labels) in series:
+            bad(f"{name}{labels} twice")
+        series.add((name, labels))
+    missing = [n for n in required if n not in typed]
+    if missing:
+        bad(f"missing: {missing}")
+    print(f"{len(s)} samples in {len(typed)} families")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import threading
 
 FAULTS = ["ok", "bad_base64", "odd_bytes", "no_done", "error_event",
           "bad_json", "status_500", "wrong_type", "no_audio", "reset",
-          "truncated_chunk"]
+          "truncated_chunk", "stall"]
 
 lock = threading.Lock()
 counter = [0]
@@ -94,7 +94,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                              {"type": "speech.audio.error",
                               "error": {"message": "engine died"}}, eol)
                 break
-        if fault not in ("no_done", "error_event"):
+        if fault not in ("no_done", "error_event", "stall"):
             out += event("speech.audio.done",
                          {"type": "speech.audio.done",
                           "usage": {"input_tokens": 1}}, eol)
@@ -106,6 +106,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.chunk(out[pos:pos + n])
             self.wfile.flush()
             pos += n
+        if fault == "stall":
+            # The stream stops mid-way and never ends: the client's
+            # --timeout must end the request.
+            self.wfile.flush()
+            threading.Event().wait(120)
+            return
         if fault == "truncated_chunk":
             self.wfile.write(b"10\r\npartial")
         else:
