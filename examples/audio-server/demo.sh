@@ -74,8 +74,8 @@ if [ "$pace" = realtime ]; then
 		--workers --server-arg 16 --requests 16 --warmup 1 \
 		--concurrency 1 --concurrency 8
 else
-	set -- --requests 32 --concurrency 1 --concurrency 8 \
-		--concurrency 16
+	set -- --requests 64 --concurrency 1 --concurrency 8 \
+		--concurrency 16 --concurrency 32
 fi
 "$loadgen" --ab --ab-server "$server" "$@" || status=1
 
