@@ -99,6 +99,7 @@ LULL_EXPORT int lull_loop_create(struct lull_loop **loopp,
 	loop->epfd = -1;
 	loop->sigfd = -1;
 	loop->spin_ns = cfg->spin_ns;
+	loop->coalesce_ns = cfg->coalesce_ns;
 	loop->safety_ns = cfg->safety_timeout_ns
 				  ? cfg->safety_timeout_ns
 				  : LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
@@ -909,6 +910,42 @@ static bool spin_for_records(struct lull_loop *loop)
 	return false;
 }
 
+/*
+ * coalesce_ns: sleep up to the window without announcing a park, so that
+ * producers keep committing without wake-up calls; completions, timers,
+ * signals and a stop still end it early (the kick read is armed).
+ */
+static int coalesce_wait(struct lull_loop *loop)
+{
+	uint64_t timeout = loop->coalesce_ns, next, now;
+	struct __kernel_timespec ts;
+	int ret;
+
+	loop->stats.coalesce_waits++;
+	if (!loop->has_uring) {
+		next = lull__epoll_next_deadline(loop);
+		if (next != UINT64_MAX) {
+			now = lull__now_ns();
+			if (next <= now)
+				timeout = 0;
+			else if (next - now < timeout)
+				timeout = next - now;
+		}
+		ret = lull__epoll_wait(loop, timeout);
+		return ret < 0 && ret != -EINTR ? ret : 0;
+	}
+	uring_arm_read(loop, &loop->kick_armed, loop->kick_fd, &loop->kick_buf,
+		       sizeof(loop->kick_buf), TAG_KICK);
+	uring_arm_read(loop, &loop->sig_armed, loop->sigfd, &loop->sigbuf,
+		       sizeof(loop->sigbuf), TAG_SIGNAL);
+	ts.tv_sec = (int64_t)(timeout / 1000000000u);
+	ts.tv_nsec = (long long)(timeout % 1000000000u);
+	ret = lull__uring_submit_wait(&loop->uring, 1, &ts, loop->no_iowait);
+	if (ret == -ETIME || ret == -EINTR || ret == -EBUSY || ret >= 0)
+		return 0;
+	return ret;
+}
+
 LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 {
 	bool busy;
@@ -969,6 +1006,20 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 		}
 		if (loop->spin_ns && spin_for_records(loop))
 			continue;
+		/*
+		 * Records since the last rest (park or window): a stream may
+		 * go on; wait, then take what came in one batch.
+		 */
+		if (loop->coalesce_ns &&
+		    loop->stats.records != loop->records_at_rest &&
+		    !loop->stopping && !stop_pending(loop)) {
+			loop->records_at_rest = loop->stats.records;
+			ret = coalesce_wait(loop);
+			if (ret < 0)
+				break;
+			continue;
+		}
+		loop->records_at_rest = loop->stats.records;
 		ret = loop->has_uring ? park_uring(loop) : park_epoll(loop);
 		if (ret < 0)
 			break;

@@ -89,6 +89,8 @@ struct lull_loop {
 
 	uint64_t spin_ns;
 	uint64_t safety_ns;
+	uint64_t coalesce_ns;
+	uint64_t records_at_rest; /* stats.records at the last park/window */
 
 	struct loop_ring **rings;
 	unsigned nrings;

@@ -1591,6 +1591,108 @@ LOOP_TEST(thousand_rings_producer_to_a_busy_loop_makes_no_wake_call,
 	many_free(m);
 }
 
+/*
+ * coalesce_ns: after record 1 wakes the parked loop, records 2..10 come
+ * while it sleeps in its window, so they cost no wake-up call and arrive
+ * in one batch.  The window (1 s) is long only so that a slow CI thread
+ * cannot outlast it between its writes.
+ */
+#define COALESCE_RECORDS 10u
+
+struct coalesce {
+	struct lull_loop *loop;
+	struct lull_ring *ring;
+	struct lull_producer *prod;
+	_Atomic uint32_t seen; /* the last seq handled */
+	uint64_t iteration_at[COALESCE_RECORDS + 1];
+	int write_ret;
+	uint64_t wakes_before, wakes_after;
+};
+
+static int coalesce_handler(const struct lull_record *record, void *ctx)
+{
+	struct coalesce *c = ctx;
+	struct rec r = rec_of(record);
+
+	if (record->type < 1 || r.seq > COALESCE_RECORDS)
+		return LULL_READ_CONTINUE;
+	c->iteration_at[r.seq] = loop_stats(c->loop).iterations;
+	/* Pairs with the producer's acquire load in coalesce_wait_seen(). */
+	atomic_store_explicit(&c->seen, r.seq, memory_order_release);
+	return LULL_READ_CONTINUE;
+}
+
+/* The test's timeout is the watchdog of these waits. */
+static void coalesce_wait_seen(struct coalesce *c, uint32_t seq)
+{
+	while (atomic_load_explicit(&c->seen, memory_order_acquire) < seq)
+		sched_yield();
+}
+
+static uint64_t ring_wakes(struct lull_ring *ring)
+{
+	struct lull_ring_stats st;
+
+	check_eq(lull_ring_stats(ring, &st), 0);
+	return st.wakes;
+}
+
+static void *coalesce_producer(void *arg)
+{
+	struct coalesce *c = arg;
+	struct lull_ring_stats st;
+
+	/* Let the loop park first, so that record 1 has to wake it. */
+	do {
+		sched_yield();
+		check_eq(lull_ring_stats(c->ring, &st), 0);
+	} while (st.parks == 0);
+	c->write_ret = write_rec(c->prod, false, 0, 1);
+	coalesce_wait_seen(c, 1);
+	c->wakes_before = ring_wakes(c->ring);
+	for (uint32_t seq = 2; seq <= COALESCE_RECORDS && !c->write_ret; seq++)
+		c->write_ret = write_rec(c->prod, false, 0, seq);
+	coalesce_wait_seen(c, COALESCE_RECORDS);
+	c->wakes_after = ring_wakes(c->ring);
+	lull_loop_stop(c->loop);
+	return NULL;
+}
+
+LOOP_TEST(coalesce_window_takes_a_stream_without_wake_calls, .timeout = 20)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct lull_loop_config cfg = {
+		.backend = backend,
+		.safety_timeout_ns = 60 * SEC,
+		.coalesce_ns = SEC,
+	};
+	struct coalesce c = { .write_ret = 0 };
+	struct lull_loop_stats st;
+	pthread_t producer;
+
+	c.loop = loop_new_cfg(&cfg);
+	c.ring = ring_new(LULL_RING_SPSC, 4096);
+	c.prod = producer_new(c.ring);
+	check_eq(lull_loop_attach(c.loop, c.ring, coalesce_handler, &c, 0), 0);
+	check_eq(pthread_create(&producer, NULL, coalesce_producer, &c), 0);
+	run_loop(c.loop);
+	check_eq(pthread_join(producer, NULL), 0);
+	check_eq(c.write_ret, 0);
+	check_eq(atomic_load(&c.seen), COALESCE_RECORDS);
+	check(c.wakes_after == c.wakes_before,
+	      "%llu wake-up calls during the coalescing window",
+	      (unsigned long long)(c.wakes_after - c.wakes_before));
+	check(c.iteration_at[2] == c.iteration_at[COALESCE_RECORDS],
+	      "records 2..%u came in passes %llu..%llu, not in one batch",
+	      COALESCE_RECORDS, (unsigned long long)c.iteration_at[2],
+	      (unsigned long long)c.iteration_at[COALESCE_RECORDS]);
+	st = loop_stats(c.loop);
+	check_op(st.coalesce_waits, >=, 1);
+	check_eq(lull_producer_detach(c.prod), 0);
+	check_eq(lull_ring_destroy(c.ring), 0);
+	loop_free(c.loop);
+}
+
 /* ========================================================================
  * User SQEs
  */

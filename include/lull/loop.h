@@ -55,6 +55,16 @@ struct lull_loop_config {
 	uint64_t spin_ns;          /* poll the rings this long before parking;
 				      0: park at once */
 	uint64_t safety_timeout_ns; /* 0: LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS */
+	/*
+	 * After a pass that handled records, sleep up to this long before
+	 * parking, without announcing a park: producers that commit meanwhile
+	 * make no wake-up call, and their records come in one batch when the
+	 * window ends (or sooner, with any completion, timer or stop).  Trades
+	 * up to this much latency for fewer wake-ups under a steady stream,
+	 * as a poll loop does, while an idle loop still parks after one empty
+	 * window.  0: off, park at once (the default).
+	 */
+	uint64_t coalesce_ns;
 };
 
 struct lull_loop_stats {
@@ -66,6 +76,7 @@ struct lull_loop_stats {
 				     wake-ups from idle re-checks) */
 	uint64_t records;    /* records handed to ring handlers */
 	uint64_t completions; /* user SQE callbacks run */
+	uint64_t coalesce_waits; /* coalescing windows slept (coalesce_ns) */
 };
 
 /* A user SQE completed: @res and @flags as in the CQE. */

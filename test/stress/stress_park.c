@@ -14,9 +14,11 @@
  *              loop-uring-futex    a lull_loop on each of its backends
  *              loop-uring-eventfd
  *              loop-epoll
+ *              loop-coalesce       uring-eventfd with a 50 us coalescing
+ *                                  window (lull_loop_config.coalesce_ns)
  *   topologies spsc (1 producer), mpsc1, mpsc2, mpsc4, mpsc8
  *
- * thirty-five in all.  Producer threads send records whose timing is made to
+ * forty in all.  Producer threads send records whose timing is made to
  * hit the park window: single records after random busy gaps (0-40 us of
  * spinning), bursts of 2-16, sched_yield(), short nanosleep()s, claims
  * held open for a few microseconds (an MPSC consumer parks in front of
@@ -129,7 +131,8 @@ struct backend_desc {
 	const char *name;
 	enum lull_backend backend;
 	enum via via;
-	uint64_t spin_ns; /* lull_park_config.spin_ns of VIA_WAIT */
+	uint64_t spin_ns; /* VIA_WAIT: lull_park_config.spin_ns; VIA_LOOP:
+			     lull_loop_config.coalesce_ns */
 };
 
 static const struct backend_desc backends[] = {
@@ -141,6 +144,8 @@ static const struct backend_desc backends[] = {
 	{ "loop-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_LOOP, 0 },
 	{ "loop-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_LOOP, 0 },
 	{ "loop-epoll", LULL_BACKEND_EPOLL, VIA_LOOP, 0 },
+	{ "loop-coalesce", LULL_BACKEND_URING_EVENTFD, VIA_LOOP,
+	  50 * NSEC_PER_USEC },
 };
 
 struct topo_desc {
@@ -890,6 +895,7 @@ static int setup(struct run *run)
 	struct lull_loop_config cfg = {
 		.backend = run->be->backend,
 		.safety_timeout_ns = SAFETY_NS,
+		.coalesce_ns = run->be->spin_ns,
 	};
 	int ret;
 
@@ -1097,7 +1103,7 @@ static void usage(FILE *f)
 		"own-uring-futex,\n"
 		"                  own-uring-eventfd, loop-uring-futex, "
 		"loop-uring-eventfd,\n"
-		"                  loop-epoll\n"
+		"                  loop-epoll, loop-coalesce\n"
 		"                  topologies: spsc, mpsc1, mpsc2, mpsc4, "
 		"mpsc8\n"
 		"  --seed S        seed of the producers' choices (default "
