@@ -121,7 +121,8 @@ set yrange [lo:*]
 plot dir."/handoff_idle.dat" \
 	using 1:(top($5, lo)):($1 - 0.38):($1 + 0.38):(lo):(top($5, lo)):\
 	(gcolour($3)):xtic(2) with boxxyerror lc rgb variable notitle, \
-	"" using 1:(top($5, lo) * 1.3):(sprintf("%.3g", $5)) \
+	"" using 1:(top($5, lo) * 1.3):($5 >= 100 ? sprintf("%.0f", $5) : \
+	sprintf("%.3g", $5)) \
 	with labels font ",10" notitle, \
 	NaN with boxes lc rgb "#d7191c" title "lull parked", \
 	NaN with boxes lc rgb "#2171b5" title "bare kernel floor", \
