@@ -61,6 +61,7 @@
  *   512   park        the park word, read by producers after each commit,
  *                     and the shutdown state
  *   640   fatal       the fatal report (code, message)
+ *   960   space       producers waiting for room (lull_producer_wait())
  *   1024  data        capacity bytes of records
  */
 struct lull_region {
@@ -130,6 +131,17 @@ struct lull_region {
 	 */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t fatal_state;
 	alignas(8) struct lull_fatal fatal; /* handed as an 8-aligned record */
+
+	/*
+	 * Producers blocked in lull_producer_wait(), and the futex word they
+	 * sleep on, which the consumer (or a shutdown) bumps to wake them.
+	 * In the fatal block's cold tail, on a line of its own: the consumer
+	 * loads space_waiters after every batch, and nothing writes here
+	 * unless a producer waits for room.
+	 */
+	alignas(64) _Atomic uint32_t space_waiters;
+	_Atomic uint32_t space_seq;
+	_Atomic uint64_t space_wakes; /* lull__space_wake() calls */
 };
 
 /* Region state bits (lull_region.state). */
@@ -163,6 +175,8 @@ static_assert(offsetof(struct lull_region, producers) == 384,
 	      "region layout");
 static_assert(offsetof(struct lull_region, park) == 512, "region layout");
 static_assert(offsetof(struct lull_region, fatal_state) == 640,
+	      "region layout");
+static_assert(offsetof(struct lull_region, space_waiters) == 960,
 	      "region layout");
 static_assert(sizeof(struct lull_region) <= LULL_REGION_DATA_OFFSET,
 	      "region header overlaps the data");
@@ -407,6 +421,29 @@ int lull__unbind_from_thread(struct lull_producer *prod);
 static inline uint32_t lull__state(const struct lull_region *region)
 {
 	return atomic_load_explicit(&region->state, memory_order_relaxed);
+}
+
+/* Wake every producer waiting for room (lull_producer_wait()). */
+void lull__space_wake(struct lull_region *region);
+
+/*
+ * Consumer, after publishing a new head: wake producers waiting for room.
+ * The barrier pairs with the waiting producer's, as in the park handshake
+ * with the roles swapped (here the consumer is the frequent side): either
+ * the producer's re-check sees the new head, or this load sees it waiting.
+ * In an asymmetric region the producer's barrier is membarrier(2), so
+ * this one is the compiler's only.
+ */
+static inline void lull__space_notify(struct lull_region *region)
+{
+	if (region->flags & LULL_REGION_ASYM_BARRIER)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	/* Relaxed: ordered by the barrier above. */
+	if (unlikely(atomic_load_explicit(&region->space_waiters,
+					  memory_order_relaxed)))
+		lull__space_wake(region);
 }
 
 /* Consumer: the park barrier, the mirror of lull__notify()'s. */

@@ -48,6 +48,18 @@ static void futex_wake_one(_Atomic uint32_t *word)
 	LULL_SYSCALL(syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0));
 }
 
+void lull__space_wake(struct lull_region *region)
+{
+	/*
+	 * Bump the word first: a producer that read it before registering
+	 * and has not slept yet then finds it changed and does not sleep.
+	 */
+	atomic_fetch_add_explicit(&region->space_seq, 1, memory_order_release);
+	lull__count(&region->space_wakes);
+	LULL_SYSCALL(syscall(SYS_futex, &region->space_seq, FUTEX_WAKE,
+			     INT_MAX, NULL, NULL, 0));
+}
+
 /*
  * Out of line: the consumer looked parked.  Several producers (and a
  * shutdown) may get here for the same park; the CAS lets exactly one of
@@ -253,6 +265,8 @@ LULL_EXPORT int lull_ring_stats(const struct lull_ring *ring,
 						   memory_order_relaxed);
 	st->idle_timeouts = atomic_load_explicit(&region->idle_timeouts,
 						 memory_order_relaxed);
+	st->room_wakes = atomic_load_explicit(&region->space_wakes,
+					      memory_order_relaxed);
 	return 0;
 }
 
@@ -337,5 +351,89 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		if (lull__ring_readable(ring))
 			return 0;
 		/* Woken with nothing to read (a stale wake, EINTR): again. */
+	}
+}
+
+/*
+ * Whether a record of @size bytes (header included, padded) fits now at
+ * the producer's tail, padding for the wrap included.  Refreshes the head
+ * the producer knows of.
+ */
+static bool producer_has_room(struct lull_producer *prod, uint64_t size)
+{
+	struct lull_region *region = prod->region;
+	uint64_t tail, pad;
+
+	/* Relaxed: SPSC, our own store; MPSC, a hint the claim re-checks. */
+	tail = atomic_load_explicit(&region->tail, memory_order_relaxed) &
+	       ~(uint64_t)LULL_TAIL_FLAGS;
+	pad = lull__wrap_padding(tail, prod->mask, size);
+	/* Pairs with the consumer's release store of head, as in a write. */
+	prod->head_cache =
+		atomic_load_explicit(&region->head, memory_order_acquire);
+	return tail + pad + size - prod->head_cache <= prod->mask + 1;
+}
+
+static bool producer_wait_closed(const struct lull_producer *prod)
+{
+	return lull__state(prod->region) & LULL_STATE_CLOSED;
+}
+
+LULL_EXPORT int lull_producer_wait(struct lull_producer *prod, size_t len,
+				   int64_t timeout_ns)
+{
+	struct lull_region *region;
+	uint64_t size, deadline = 0, slice, now;
+	uint32_t seq;
+
+	if (!prod)
+		return -EINVAL;
+	if (len > prod->max_record - LULL_RECORD_HEADER_SIZE)
+		return -EMSGSIZE;
+	if (prod->claimed)
+		return -EBUSY;
+	region = prod->region;
+	size = lull__align8(LULL_RECORD_HEADER_SIZE + len);
+	if (timeout_ns > 0)
+		deadline = lull__now_ns() + (uint64_t)timeout_ns;
+	for (;;) {
+		if (producer_wait_closed(prod))
+			return -EPIPE;
+		if (producer_has_room(prod, size))
+			return 0;
+		if (timeout_ns == 0)
+			return -ETIMEDOUT;
+		slice = LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
+		if (timeout_ns > 0) {
+			now = lull__now_ns();
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			if (deadline - now < slice)
+				slice = deadline - now;
+		}
+		/* Acquire: pairs with the release bump in lull__space_wake(). */
+		seq = atomic_load_explicit(&region->space_seq,
+					   memory_order_acquire);
+		/*
+		 * Register, barrier, re-check: the mirror of the consumer's
+		 * store of head, barrier, load of space_waiters in
+		 * lull__space_notify(), and of a shutdown's state RMW and
+		 * load.  In an asymmetric region the consumer's barrier is
+		 * the compiler's only, so ours is membarrier(2), which also
+		 * runs a full barrier on the consumer's CPU.
+		 */
+		atomic_fetch_add_explicit(&region->space_waiters, 1,
+					  memory_order_seq_cst);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (prod->asym_barrier)
+			LULL_SYSCALL(syscall(SYS_membarrier,
+					     MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+					     0, 0));
+		if (!producer_wait_closed(prod) &&
+		    !producer_has_room(prod, size))
+			/* Returns at once if the word moved since we read it. */
+			futex_wait(&region->space_seq, seq, slice);
+		atomic_fetch_sub_explicit(&region->space_waiters, 1,
+					  memory_order_relaxed);
 	}
 }

@@ -125,6 +125,7 @@ static inline void advance_head(struct lull_ring *ring, uint32_t mode,
 	 * reuses the space.
 	 */
 	atomic_store_explicit(&ring->region->head, to, memory_order_release);
+	lull__space_notify(ring->region);
 }
 
 /*
@@ -203,6 +204,7 @@ closure_next(struct lull_ring *ring, uint64_t *posp, struct lull_record *rec)
 			ring->tail_cache = ring->final_tail;
 			atomic_store_explicit(&region->head, ring->head,
 					      memory_order_release);
+			lull__space_notify(region);
 		}
 		if (*posp != ring->final_tail)
 			return 0;

@@ -128,6 +128,9 @@ static void region_format(struct lull_region *region, size_t size,
 	atomic_init(&region->wake_fd, -1);
 	atomic_init(&region->wake_pid, 0);
 	atomic_init(&region->wakers, 0);
+	atomic_init(&region->space_waiters, 0);
+	atomic_init(&region->space_seq, 0);
+	atomic_init(&region->space_wakes, 0);
 	/*
 	 * Pairs with the acquire load of magic in lull_ring_open(): a handle
 	 * that sees the magic sees every field above.

@@ -40,6 +40,12 @@ uint32_t lull__shutdown(struct lull_region *region, unsigned how,
 	seen = atomic_load_explicit(&region->park, memory_order_seq_cst);
 	if (seen != LULL_PARK_AWAKE)
 		lull__wake_region(region, seen, (int32_t)getpid());
+	/*
+	 * Likewise for producers waiting for room: either their re-check
+	 * sees the state, or this load sees them waiting.
+	 */
+	if (atomic_load_explicit(&region->space_waiters, memory_order_seq_cst))
+		lull__space_wake(region);
 	return old;
 }
 

@@ -93,6 +93,9 @@ struct lull_ring_stats {
 				     correct run */
 	uint64_t idle_timeouts;  /* parks ended by the safety net with nothing
 				    to read: an idle consumer re-checking */
+	uint64_t room_wakes;     /* wake-up calls for producers waiting for
+				    room (lull_producer_wait), by the
+				    consumer or a shutdown */
 };
 
 /*
@@ -149,6 +152,20 @@ int lull_ring_stats(const struct lull_ring *ring, struct lull_ring_stats *st);
  * for this ring).
  */
 int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
+
+/*
+ * Block a producer until the ring has room for a record of @len payload
+ * bytes, at most @timeout_ns (< 0: no limit): the back-pressure wait for a
+ * write that returned -EAGAIN, instead of a sleep-and-retry loop.  The
+ * producer sleeps in futex(2); the consumer wakes waiting producers when
+ * it frees space, at the cost of one load per batch it reads while nobody
+ * waits.  Room is a hint for MPSC producers (another may take it first:
+ * write, and wait again on -EAGAIN).  The producer's thread.  Returns 0
+ * (room now), -EPIPE (the ring is shut down), -ETIMEDOUT, -EINVAL,
+ * -EMSGSIZE (@len never fits), -EBUSY (the producer holds a claim).
+ */
+int lull_producer_wait(struct lull_producer *prod, size_t len,
+		       int64_t timeout_ns);
 
 /*
  * Parking on the caller's own io_uring.  The consumer thread owns @uring

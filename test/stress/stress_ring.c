@@ -9,7 +9,9 @@
  * claim + commit, and claim + abort which sends nothing), and the consumer,
  * on the main thread, drains it through every read path (lull_ring_read with
  * varying limits and handlers that continue, stop or keep, and
- * lull_ring_peek + lull_ring_release).
+ * lull_ring_peek + lull_ring_release).  A producer that finds the ring full
+ * either yields or blocks in lull_producer_wait(), chosen at random; a wait
+ * that outlasts the wait's internal re-check slice means a lost wake-up.
  *
  * For every record the consumer checks the type (producer id + 1), that the
  * producer's records arrive in order with none lost and none repeated, that
@@ -161,6 +163,8 @@ struct producer {
 	/* Progress for the watchdog: relaxed, only counters. */
 	atomic_uint_fast64_t sent;	/* records committed */
 	atomic_uint_fast64_t full;	/* -EAGAIN retries */
+	atomic_uint_fast64_t waits;	/* of them, in lull_producer_wait() */
+	atomic_uint_fast64_t slow_waits; /* waits of 450 ms or more */
 	atomic_uint_fast64_t aborts;	/* claims aborted */
 	atomic_int doing;		/* enum doing */
 };
@@ -489,6 +493,30 @@ static bool fill_and_commit(struct producer *p, uint64_t seq, uint64_t key,
 	return true;
 }
 
+/*
+ * Block in lull_producer_wait() until the ring has room for @len bytes.
+ * The consumer drains all the time, so a wait that lasts as long as the
+ * wait's internal re-check slice (500 ms) means the consumer's wake-up was
+ * lost and the slice rescued it: counted, and a failure at the end.
+ */
+static bool wait_for_room(struct producer *p, size_t len)
+{
+	double start = now_seconds(), took;
+	int ret;
+
+	ret = lull_producer_wait(p->prod, len, 2000000000);
+	took = now_seconds() - start;
+	atomic_fetch_add_explicit(&p->waits, 1, memory_order_relaxed);
+	if (took >= 0.45)
+		atomic_fetch_add_explicit(&p->slow_waits, 1,
+					  memory_order_relaxed);
+	if (ret == 0 || ret == -ETIMEDOUT)
+		return true;
+	fail(p->run, "producer %u: lull_producer_wait of %zu bytes: %s (%d)",
+	     p->id, len, lull_strerror(ret), ret);
+	return false;
+}
+
 /* Send record @seq through a randomly chosen path; retry while full. */
 static bool send_record(struct producer *p, uint64_t seq)
 {
@@ -544,7 +572,12 @@ static bool send_record(struct producer *p, uint64_t seq)
 		atomic_fetch_add_explicit(&p->full, 1, memory_order_relaxed);
 		if (stopped(run))
 			return false;
-		sched_yield();
+		if (rng_next(&p->rng) & 1) {
+			sched_yield();
+			continue;
+		}
+		if (!wait_for_room(p, len))
+			return false;
 	}
 	if (waiting)
 		set_doing(p, DOING_SEND);
@@ -1281,6 +1314,8 @@ static struct run *run_create(const struct config *cfg,
 		p->rng = mix64(p->key + 1);
 		atomic_init(&p->sent, 0);
 		atomic_init(&p->full, 0);
+		atomic_init(&p->waits, 0);
+		atomic_init(&p->slow_waits, 0);
 		atomic_init(&p->aborts, 0);
 		atomic_init(&p->doing, DOING_ATTACH);
 		atomic_init(&run->cons.next[i], 0);
@@ -1296,7 +1331,7 @@ static bool run_config(const struct config *cfg, const struct options *opt,
 		       unsigned index, struct watchdog *wd)
 {
 	struct run *run = run_create(cfg, opt, index);
-	uint64_t full = 0, aborts = 0;
+	uint64_t full = 0, aborts = 0, waits = 0, slow_waits = 0;
 	double start = 0, secs = 0;
 	bool ok, ran = false;
 	unsigned i;
@@ -1345,15 +1380,27 @@ static bool run_config(const struct config *cfg, const struct options *opt,
 					     memory_order_relaxed);
 		aborts += atomic_load_explicit(&run->prod[i].aborts,
 					       memory_order_relaxed);
+		waits += atomic_load_explicit(&run->prod[i].waits,
+					      memory_order_relaxed);
+		slow_waits += atomic_load_explicit(&run->prod[i].slow_waits,
+						   memory_order_relaxed);
 		free(run->prod[i].buf);
 	}
+	/*
+	 * More than one slow wait: a lost room wake-up (one alone may be a
+	 * consumer descheduled for half a second on a loaded machine).
+	 */
+	if (slow_waits > 1)
+		fail(run, "%" PRIu64 " of %" PRIu64 " waits for room lasted "
+		     "450 ms or more: the consumer's wake-up was lost",
+		     slow_waits, waits);
 	ok = !atomic_load_explicit(&run->failed, memory_order_relaxed);
 	printf("%-5s: %" PRIu64 " records, %u producer%s, %.3f s, %.0f "
-	       "records/s, %" PRIu64 " full-ring and %" PRIu64
-	       " empty-ring retries, %" PRIu64 " aborts: %s%s%s\n",
+	       "records/s, %" PRIu64 " full-ring (%" PRIu64 " waits) and %"
+	       PRIu64 " empty-ring retries, %" PRIu64 " aborts: %s%s%s\n",
 	       cfg->name, run->cons.received, cfg->producers,
 	       cfg->producers == 1 ? "" : "s", secs,
-	       ran && secs > 0 ? run->cons.received / secs : 0.0, full,
+	       ran && secs > 0 ? run->cons.received / secs : 0.0, full, waits,
 	       run->cons.empty_local, aborts, ok ? "ok" : "FAILED: ",
 	       ok ? "" : run->msg, ok || ran ? "" : " (before starting)");
 	fflush(stdout);
