@@ -24,8 +24,12 @@
  *
  * A connection is freed only from the callback of the last SQE that names
  * it (conn->ops counts them), never while the kernel may still use its
- * buffers: closing shuts the socket down and cancels what is in flight,
- * and the completions do the rest.
+ * buffers: closing shuts the socket down and cancels what is in flight
+ * (lull_loop_cancel() on the connection, the ctx of all its SQEs), and
+ * the completions do the rest.  Every callback may also run with
+ * -ECANCELED when the loop stops: lull_loop_run() cancels what is still
+ * in flight then and returns only after each callback ran, so a callback
+ * that sees -ECANCELED closes its connection and never arms anything.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -72,8 +76,8 @@ struct conn {
 	uint64_t id;
 	unsigned ops;            /* SQEs in flight naming this connection */
 	bool recv_armed, send_armed;
-	uint64_t recv_ud, send_ud;
 	bool closing;            /* shut down; freed when ops reaches 0 */
+	bool cancel_again;       /* the cancel found no SQE: ask again */
 	bool lingering;          /* answered an error: discard, then close */
 	struct lull_loop_timer *linger_timer;
 	struct http_reader http;
@@ -118,8 +122,7 @@ struct server {
 	struct tts_pool *pool;
 	int listen_fd;
 	char address[INET6_ADDRSTRLEN + 8];
-	bool accept_armed;
-	uint64_t accept_ud;
+	bool accept_armed;       /* the one SQE whose ctx is the server */
 	struct conn *conns;
 	unsigned nconns;
 	uint64_t next_conn_id;
@@ -269,15 +272,35 @@ static void conn_free(struct conn *c)
 	check_drained(s);
 }
 
+/*
+ * Ask the loop to cancel every SQE of @c still in flight (its recv and its
+ * send).  The shutdown in conn_close() already ends them on a socket; the
+ * cancel makes sure.  Without a free SQE the loop asks for the rest later:
+ * so do we, from the next of the connection's callbacks.
+ */
+static void conn_cancel(struct conn *c)
+{
+	int ret = lull_loop_cancel(c->srv->loop, c);
+
+	c->cancel_again = ret == -EBUSY;
+	if (ret < 0 && ret != -EBUSY)
+		logmsg("connection %" PRIu64 ": lull_loop_cancel: %s", c->id,
+		       lull_strerror(ret));
+}
+
 /* End of every connection callback: free it when it is done with. */
 static void conn_release(struct conn *c)
 {
-	if (c->closing && !c->ops)
+	if (!c->closing)
+		return;
+	if (!c->ops)
 		conn_free(c);
+	else if (c->cancel_again)
+		conn_cancel(c);
 }
 
-static void on_conn_op(struct lull_loop *loop, int res, uint32_t flags,
-		       void *ctx)
+static void on_conn_nop(struct lull_loop *loop, int res, uint32_t flags,
+			void *ctx)
 {
 	struct conn *c = ctx;
 
@@ -286,29 +309,16 @@ static void on_conn_op(struct lull_loop *loop, int res, uint32_t flags,
 	conn_release(c);
 }
 
-/* Queue a cancel of @user_data, or a NOP when @user_data is 0. */
-static int conn_op(struct conn *c, uint64_t user_data)
+/*
+ * Close: the socket is shut down at once (the peer sees the end, and
+ * in-flight I/O completes), what is in flight is cancelled, and the
+ * connection is freed by the last callback.
+ */
+static void conn_close(struct conn *c)
 {
 	struct io_uring_sqe *sqe;
 	int ret;
 
-	ret = lull_loop_sqe(c->srv->loop, on_conn_op, c, &sqe);
-	if (ret < 0) {
-		logmsg("lull_loop_sqe: %s", lull_strerror(ret));
-		return ret;
-	}
-	if (user_data)
-		io_uring_prep_cancel64(sqe, user_data, 0);
-	c->ops++;
-	return 0;
-}
-
-/*
- * Close: the socket is shut down at once (the peer sees the end, and
- * in-flight I/O completes), the connection is freed by the last callback.
- */
-static void conn_close(struct conn *c)
-{
 	if (c->closing)
 		return;
 	c->closing = true;
@@ -316,13 +326,21 @@ static void conn_close(struct conn *c)
 		stream_orphan(c->srv, c->stream);
 	if (shutdown(c->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
 		logmsg("shutdown: %s", strerror(errno));
-	if (c->recv_armed)
-		conn_op(c, c->recv_ud);
-	if (c->send_armed)
-		conn_op(c, c->send_ud);
-	/* With nothing in flight, a NOP's callback frees it next pass. */
-	if (!c->ops && conn_op(c, 0) < 0)
-		logmsg("connection %" PRIu64 " leaks until exit", c->id);
+	if (c->ops) {
+		conn_cancel(c);
+		return;
+	}
+	/*
+	 * With nothing in flight, a NOP's callback frees it on the next
+	 * pass: the caller may still be using it.
+	 */
+	ret = lull_loop_sqe(c->srv->loop, on_conn_nop, c, &sqe);
+	if (ret < 0) {
+		logmsg("connection %" PRIu64 ": lull_loop_sqe: %s; it leaks "
+		       "until exit", c->id, lull_strerror(ret));
+		return;
+	}
+	c->ops++;
 }
 
 /* The client went away (EOF, reset): cancel what it asked for. */
@@ -386,6 +404,8 @@ static void on_recv(struct lull_loop *loop, int res, uint32_t flags,
 	c->recv_armed = false;
 	if (c->closing) {
 		/* cancelled, or woken by the shutdown: nothing to do */
+	} else if (res == -ECANCELED) {
+		conn_close(c); /* the loop is stopping: arm nothing */
 	} else if (res > 0) {
 		s->m.bytes_received += (uint64_t)res;
 		if (!c->lingering) {
@@ -422,7 +442,6 @@ static void recv_arm(struct conn *c)
 	}
 	io_uring_prep_recv(sqe, c->fd, c->rbuf,
 			   room < sizeof(c->rbuf) ? room : sizeof(c->rbuf), 0);
-	c->recv_ud = sqe->user_data;
 	c->recv_armed = true;
 	c->ops++;
 }
@@ -461,6 +480,8 @@ static void on_send(struct lull_loop *loop, int res, uint32_t flags,
 	c->send_armed = false;
 	if (c->closing) {
 		/* cancelled or failed by the shutdown */
+	} else if (res == -ECANCELED) {
+		conn_close(c); /* the loop is stopping: arm nothing */
 	} else if (res >= 0) {
 		c->sent += (size_t)res;
 		c->out_sent += (uint64_t)res;
@@ -506,7 +527,6 @@ static void send_flush(struct conn *c)
 	}
 	io_uring_prep_send(sqe, c->fd, c->sending.data + c->sent,
 			   c->sending.len - c->sent, MSG_NOSIGNAL);
-	c->send_ud = sqe->user_data;
 	c->send_armed = true;
 	c->ops++;
 }
@@ -1202,7 +1222,11 @@ static void on_accept(struct lull_loop *loop, int res, uint32_t flags,
 		   res != -ECONNABORTED) {
 		logmsg("accept: %s", strerror(-res));
 	}
-	if (s->draining) {
+	/*
+	 * Cancelled: by the drain, or by the loop's stop, which would cancel
+	 * a new accept again and again; either way accepting is over.
+	 */
+	if (s->draining || s->stopping || res == -ECANCELED) {
 		if (s->listen_fd >= 0)
 			close_fd(s->listen_fd);
 		s->listen_fd = -1;
@@ -1217,7 +1241,8 @@ static void accept_arm(struct server *s)
 	struct io_uring_sqe *sqe;
 	int ret;
 
-	if (s->accept_armed || s->draining || s->listen_fd < 0)
+	if (s->accept_armed || s->draining || s->stopping ||
+	    s->listen_fd < 0)
 		return;
 	ret = lull_loop_sqe(s->loop, on_accept, s, &sqe);
 	if (ret < 0) {
@@ -1230,14 +1255,7 @@ static void accept_arm(struct server *s)
 		return;
 	}
 	io_uring_prep_accept(sqe, s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	s->accept_ud = sqe->user_data;
 	s->accept_armed = true;
-}
-
-static void on_accept_cancelled(struct lull_loop *loop, int res,
-				uint32_t flags, void *ctx)
-{
-	(void)loop, (void)res, (void)flags, (void)ctx;
 }
 
 /* --- shutting down -------------------------------------------------------- */
@@ -1323,7 +1341,6 @@ static void on_drain_deadline(struct lull_loop *loop, void *ctx)
 /* Stop accepting; let running requests finish, close idle connections. */
 static void begin_drain(struct server *s, const char *why)
 {
-	struct io_uring_sqe *sqe;
 	int ret;
 
 	if (s->draining)
@@ -1332,10 +1349,13 @@ static void begin_drain(struct server *s, const char *why)
 	logmsg("%s: draining %u stream(s), %u connection(s), for up to %u s",
 	       why, s->active_streams, s->nconns, s->cfg.drain_seconds);
 	if (s->accept_armed) {
-		ret = lull_loop_sqe(s->loop, on_accept_cancelled, s, &sqe);
-		if (ret == 0)
-			io_uring_prep_cancel64(sqe, s->accept_ud, 0);
-		else
+		/*
+		 * The accept is the only SQE whose ctx is the server; its
+		 * callback closes the listening socket.  Without an SQE for
+		 * the cancel now, the loop's stop cancels it at the end.
+		 */
+		ret = lull_loop_cancel(s->loop, s);
+		if (ret < 0)
 			logmsg("cancelling accept: %s", lull_strerror(ret));
 	} else if (s->listen_fd >= 0) {
 		close_fd(s->listen_fd);
@@ -1523,6 +1543,14 @@ int server_run(struct server *s)
 	if (ret < 0) {
 		logmsg("lull_loop_run: %s", lull_strerror(ret));
 		s->exit_status = 1;
+	} else if (s->nconns) {
+		/*
+		 * A clean stop ran every callback, and the last one of each
+		 * connection freed it: this is a bug (server_destroy() frees
+		 * them anyway).
+		 */
+		logmsg("%u connection(s) still open after the loop stopped",
+		       s->nconns);
 	}
 	/* Normally done already; after a loop failure this frees workers
 	 * waiting on a full chunk ring. */
