@@ -170,7 +170,8 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 		      "Time a worker held the espeak-ng lock (synthesizing).",
 		      v->engine.lock_held_ns) ||
 	      counter(out, "tts_chunk_ring_full_total",
-		      "Worker claims retried on a full chunk ring.",
+		      "Times a worker found the chunk ring full and waited "
+		      "for room.",
 		      v->engine.ring_full) ||
 	      counter(out, "tts_flow_pauses_total",
 		      "Times a worker paused for a client a window behind.",

@@ -33,7 +33,9 @@
 #define REQUEST_JOB 1
 #define SEGMENT_MAX 240u   /* bytes of text per espeak_Synth() call */
 #define ESPEAK_BUFFER_MS 50 /* how much audio per synth callback */
-#define RING_FULL_SLEEP_NS 100000L
+/* The longest wait for room in the chunk ring between looks at the
+ * job's cancelled flag: how late a blocked, cancelled job notices. */
+#define RING_FULL_WAIT_NS 10000000LL
 #define FLOW_SLEEP_NS 2000000L /* while a client catches up */
 
 struct job_state;
@@ -301,8 +303,28 @@ static void sleep_ns(long ns)
 }
 
 /*
+ * The chunk ring is full: sleep until the loop's reading makes room for
+ * @len bytes (lull_producer_wait: the loop wakes us, no polling), or for
+ * RING_FULL_WAIT_NS at most.  Room is a hint, since another worker may
+ * take it first: the caller tries again either way.  Returns 0 (try
+ * again) or -EPIPE (the ring is shut down: the server is going away).
+ */
+static int wait_for_room(struct worker *w, size_t len)
+{
+	int ret;
+
+	/* Relaxed: a statistics counter. */
+	atomic_fetch_add_explicit(&stat_ring_full, 1, memory_order_relaxed);
+	ret = lull_producer_wait(w->out, len, RING_FULL_WAIT_NS);
+	if (ret == -ETIMEDOUT)
+		return 0;
+	return ret;
+}
+
+/*
  * Claim a chunk record, waiting while the ring is full.  Returns 0,
- * -ECANCELED, -EPIPE (the ring is shut down: the server is going away).
+ * -ECANCELED, -EPIPE (the ring is shut down: the server is going away),
+ * or another error of lull_mpsc_claim() or lull_producer_wait().
  */
 static int claim_chunk(struct worker *w, size_t len, void **datap)
 {
@@ -312,24 +334,27 @@ static int claim_chunk(struct worker *w, size_t len, void **datap)
 		ret = lull_mpsc_claim(w->out, TTS_CHUNK, len, datap);
 		if (ret != -EAGAIN)
 			return ret;
-		atomic_fetch_add_explicit(&stat_ring_full, 1,
-					  memory_order_relaxed);
 		if (cancelled(w))
 			return -ECANCELED;
-		sleep_ns(RING_FULL_SLEEP_NS);
+		ret = wait_for_room(w, len);
+		if (ret < 0)
+			return ret;
 	}
 }
 
-/* The final record of a job: retried while the ring is full. */
+/*
+ * The final record of a job, written even when the job was cancelled: the
+ * loop frees the job when it arrives.  Waits while the ring is full.
+ */
 static int write_final(struct worker *w, int32_t type, const void *data,
 		       size_t len)
 {
 	int ret;
 
 	while ((ret = lull_mpsc_write(w->out, type, data, len)) == -EAGAIN) {
-		atomic_fetch_add_explicit(&stat_ring_full, 1,
-					  memory_order_relaxed);
-		sleep_ns(RING_FULL_SLEEP_NS);
+		ret = wait_for_room(w, len);
+		if (ret < 0)
+			return ret;
 	}
 	return ret;
 }

@@ -13,7 +13,8 @@
  * lull_ring_wait() and is woken by the loop's write.  Every worker is a
  * thread-bound producer (LULL_PRODUCER_THREAD) of the one chunk ring the
  * loop drains; chunks are claimed in the ring and resampled straight into
- * it (zero copy), then committed.
+ * it (zero copy), then committed.  A worker that finds the chunk ring full
+ * sleeps in lull_producer_wait() until the loop's reading makes room.
  *
  * Records on the chunk ring (type, payload):
  *   TTS_CHUNK      struct tts_chunk, then chunk.samples int16 samples
@@ -125,7 +126,7 @@ struct tts_engine_stats {
 	uint64_t segments;     /* espeak_Synth() calls */
 	uint64_t lock_wait_ns; /* time workers waited for the engine */
 	uint64_t lock_held_ns; /* time a worker held it (synthesizing) */
-	uint64_t ring_full;    /* claims retried on a full chunk ring */
+	uint64_t ring_full;    /* waits for room in a full chunk ring */
 	uint64_t flow_pauses;  /* times a worker waited for a client */
 	uint64_t flow_expired; /* ... and gave up waiting (patience) */
 	uint64_t flow_yielded; /* ... and gave up sooner: a job waited */
