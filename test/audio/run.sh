@@ -45,7 +45,9 @@
 #      speech.audio.error, and the exit is still 0;
 #   5. a client that stops reading: disconnected with a logged reason once
 #      its buffer overflows, without delaying the streams queued behind it
-#      on the same worker;
+#      on the same worker; SIGTERM while a client is not reading: its
+#      stream is cut at the deadline, its connection closed, every
+#      connection freed by its own last callback, exit 0;
 #   6. --max-connections and --idle-timeout; --host (0.0.0.0, ::1, a name
 #      that does not resolve) and bad options;
 #   7. audio-loadgen --ab --ab-server: both servers, the table, the plot;
@@ -941,6 +943,32 @@ t_slow_alone() { # TAG
 	t_slow_client_cut
 }
 
+# SIGTERM while a client is not reading: its stream is cut at the drain
+# deadline, but the error event cannot reach it, so its connection is
+# closed a second later with I/O in flight, and the loop's stop runs the
+# callbacks of what it cancels; each connection is freed by its own last
+# callback, exactly once (the sanitizer round checks the "once").
+t_stalled_at_sigterm() { # TAG
+	stall_client "stall2-$1"
+	wait_metric tts_flow_pauses_total '>=' 1 10 || return 1
+	stop_server_async
+	stop_server_wait 10
+	echo "exit status $STOP_RC after $STOP_MS ms (deadline 1 s)"
+	kill -TERM "$STALL_PID" 2>/dev/null
+	wait_pid "$STALL_PID" 5
+	[ "$STOP_RC" = 0 ] || return 1
+	[ "$STOP_MS" -le $((2000 + SLACK_MS)) ] || {
+		echo "took longer than the deadline and the forced close"
+		return 1
+	}
+	grep -E 'drain deadline: cut 1 stream' "$SRV_ERR" || return 1
+	grep -E 'closing 1 connection\(s\) that did not finish' "$SRV_ERR" ||
+		return 1
+	if grep 'still open after the loop' "$SRV_ERR"; then
+		return 1
+	fi
+}
+
 round_slow() { # TAG BINARY
 	local tag=$1 bin=$2
 	echo "round $tag: a client that stops reading"
@@ -958,6 +986,12 @@ round_slow() { # TAG BINARY
 	check "$tag: a stalled client alone: disconnected after the timeout" \
 		t_slow_alone "$tag"
 	check "$tag: SIGTERM: exit 0 at once" t_stop 15
+	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
+	check "$tag: server starts with --send-timeout 30 --drain-seconds 1" \
+		start_server "stall2-$tag" "$bin" --max-send-buffer 64K \
+		--send-timeout 30 --drain-seconds 1 || return
+	check "$tag: SIGTERM with a client not reading: cut, closed, exit 0" \
+		t_stalled_at_sigterm "$tag"
 	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
 }
 
