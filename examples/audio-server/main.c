@@ -55,6 +55,12 @@ static void usage(FILE *f)
 "                         or at its own playback rate\n"
 "  --wakeup park|poll     how the loop learns of new audio: park on the\n"
 "                         chunk ring (default), or poll it every 1 ms\n"
+"  --coalesce-us N        after a pass that handled audio, let the loop\n"
+"                         wait up to N us before it parks, taking the\n"
+"                         chunks that come meanwhile in one batch and\n"
+"                         sparing the workers their wake-up calls; adds\n"
+"                         up to N us of latency (default 0: off; with\n"
+"                         --wakeup poll it has no effect)\n"
 "  --drain-seconds N      on SIGTERM/SIGINT, let streams finish this long\n"
 "                         (default 5)\n"
 "  --max-connections N    more are answered 503 (default 256)\n"
@@ -111,14 +117,16 @@ static int choice(const char *arg, const char *opt, const char *a,
 
 int main(int argc, char **argv)
 {
-	enum { O_HOST = 256, O_PORT, O_WORKERS, O_PACE, O_WAKEUP, O_DRAIN,
-	       O_MAXCONN, O_SENDBUF, O_SENDTIMEOUT, O_CHUNK, O_IDLE, O_FAULT };
+	enum { O_HOST = 256, O_PORT, O_WORKERS, O_PACE, O_WAKEUP, O_COALESCE,
+	       O_DRAIN, O_MAXCONN, O_SENDBUF, O_SENDTIMEOUT, O_CHUNK, O_IDLE,
+	       O_FAULT };
 	static const struct option opts[] = {
 		{ "host", required_argument, NULL, O_HOST },
 		{ "port", required_argument, NULL, O_PORT },
 		{ "workers", required_argument, NULL, O_WORKERS },
 		{ "pace", required_argument, NULL, O_PACE },
 		{ "wakeup", required_argument, NULL, O_WAKEUP },
+		{ "coalesce-us", required_argument, NULL, O_COALESCE },
 		{ "drain-seconds", required_argument, NULL, O_DRAIN },
 		{ "max-connections", required_argument, NULL, O_MAXCONN },
 		{ "max-send-buffer", required_argument, NULL, O_SENDBUF },
@@ -164,6 +172,10 @@ int main(int argc, char **argv)
 		case O_WAKEUP:
 			cfg.wakeup_poll = choice(optarg, "--wakeup", "park",
 						 "poll");
+			break;
+		case O_COALESCE:
+			cfg.coalesce_us = (unsigned)number(
+				optarg, "--coalesce-us", 0, 1000000, false);
 			break;
 		case O_DRAIN:
 			cfg.drain_seconds = (unsigned)number(

@@ -98,6 +98,9 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 			 "tts_info{wakeup=\"%s\",backend=\"%s\",pace=\"%s\"} "
 			 "1\n",
 			 v->wakeup, v->backend, v->pace) ||
+	      gauge(out, "tts_coalesce_seconds",
+		    "--coalesce-us: the loop's coalescing window (0: off).",
+		    v->coalesce_us / 1e6) ||
 	      gauge(out, "tts_draining", "1 while shutting down.",
 		    v->draining) ||
 	      gauge(out, "tts_connections", "Open client connections.",
@@ -201,7 +204,11 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 			offsetof(struct lull_ring_stats, safety_timeouts)) ||
 	    ring_family(out, v, "lull_ring_idle_timeouts_total",
 			"Parks ended by the safety net with nothing to read.",
-			offsetof(struct lull_ring_stats, idle_timeouts)))
+			offsetof(struct lull_ring_stats, idle_timeouts)) ||
+	    ring_family(out, v, "lull_ring_room_wakes_total",
+			"Wake-up calls for producers waiting for room "
+			"(lull_producer_wait).",
+			offsetof(struct lull_ring_stats, room_wakes)))
 		return -ENOMEM;
 	ret = counter(out, "lull_loop_iterations_total",
 		      "Passes through the loop.", v->loop.iterations) ||
@@ -217,7 +224,10 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 		      "Records handed to ring handlers by the loop.",
 		      v->loop.records) ||
 	      counter(out, "lull_loop_completions_total",
-		      "SQE callbacks run by the loop.", v->loop.completions);
+		      "SQE callbacks run by the loop.", v->loop.completions) ||
+	      counter(out, "lull_loop_coalesce_waits_total",
+		      "Coalescing windows the loop slept (--coalesce-us).",
+		      v->loop.coalesce_waits);
 	return ret ? -ENOMEM : 0;
 }
 
@@ -231,6 +241,7 @@ int health_render(struct buf *out, const struct metrics_view *v)
 	    !cJSON_AddStringToObject(root, "status",
 				     v->draining ? "draining" : "ok") ||
 	    !cJSON_AddStringToObject(root, "wakeup", v->wakeup) ||
+	    !cJSON_AddNumberToObject(root, "coalesce_us", v->coalesce_us) ||
 	    !cJSON_AddStringToObject(root, "backend", v->backend) ||
 	    !cJSON_AddStringToObject(root, "pace", v->pace) ||
 	    !cJSON_AddNumberToObject(root, "workers", v->workers) ||

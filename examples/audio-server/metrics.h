@@ -47,6 +47,7 @@ struct metrics {
 struct metrics_view {
 	const struct metrics *m;
 	const char *wakeup;  /* "park" or "poll" */
+	unsigned coalesce_us; /* --coalesce-us */
 	const char *backend; /* the loop's backend */
 	const char *pace;
 	bool draining;

@@ -971,6 +971,7 @@ static void metrics_view(struct server *s, struct metrics_view *v)
 	memset(v, 0, sizeof(*v));
 	v->m = &s->m;
 	v->wakeup = s->cfg.wakeup_poll ? "poll" : "park";
+	v->coalesce_us = s->cfg.coalesce_us;
 	v->backend = lull_backend_name(lull_loop_backend(s->loop));
 	v->pace = s->cfg.pace == TTS_PACE_REALTIME ? "realtime" : "fast";
 	v->draining = s->draining;
@@ -1441,7 +1442,10 @@ static int listen_on(struct server *s)
 int server_create(struct server **serverp, const struct server_config *cfg)
 {
 	static const int signals[] = { SIGINT, SIGTERM };
-	struct lull_loop_config lcfg = { .entries = LOOP_ENTRIES };
+	struct lull_loop_config lcfg = {
+		.entries = LOOP_ENTRIES,
+		.coalesce_ns = (uint64_t)cfg->coalesce_us * 1000u,
+	};
 	struct tts_config tcfg = { 0 };
 	struct server *s;
 	unsigned nv = 0;
@@ -1529,10 +1533,11 @@ int server_run(struct server *s)
 {
 	int ret;
 
-	logmsg("lull %s, loop backend %s, wake-up %s, %u worker(s), pace %s",
+	logmsg("lull %s, loop backend %s, wake-up %s, coalesce %u us, "
+	       "%u worker(s), pace %s",
 	       lull_version(), lull_backend_name(lull_loop_backend(s->loop)),
 	       s->cfg.wakeup_poll ? "poll (1 ms timer)" : "park",
-	       s->cfg.workers,
+	       s->cfg.coalesce_us, s->cfg.workers,
 	       s->cfg.pace == TTS_PACE_REALTIME ? "realtime" : "fast");
 	if (printf("listening on %s\n", s->address) < 0 || fflush(stdout)) {
 		logmsg("stdout: %s", strerror(errno));

@@ -21,6 +21,7 @@ struct server_config {
 	enum tts_pace pace;
 	bool wakeup_poll;         /* poll the chunk ring every 1 ms instead
 				     of parking on it */
+	unsigned coalesce_us;     /* the loop's coalesce_ns, in us; 0: off */
 	unsigned drain_seconds;   /* how long streams may finish on SIGTERM */
 	unsigned max_connections;
 	size_t max_send_buffer;   /* bytes queued per stream, at most */

@@ -25,7 +25,8 @@
 #      32 concurrent streams, all 200 with valid SSE and plausible audio,
 #      far faster than real time; no lost wake-up
 #      (lull_ring_safety_timeouts_total 0); the chunk ring parked and was
-#      woken, nothing polled, and an idle loop makes no passes;
+#      woken, nothing polled, and an idle loop makes no passes; without
+#      --coalesce-us the loop never coalesces;
 #      non-streaming wav and pcm; every voice speaks, each differently,
 #      and speed changes the length; each bad request, and malformed
 #      HTTP, gets its status and a JSON error; keep-alive, pipelining,
@@ -35,7 +36,9 @@
 #      --fault engine: the engine's death comes through the chunk ring and
 #      the server exits 1 on its own;
 #   3. --wakeup poll (the loop polls, the ring never parks),
-#      LULL_BACKEND=uring-eventfd and epoll: 32 streams;
+#      LULL_BACKEND=uring-eventfd and epoll: 32 streams; --coalesce-us
+#      1000: 32 streams, the loop sleeps coalescing windows (counted on
+#      /metrics, named on /health), and idle, the chunk ring still parks;
 #   4. --pace realtime: audio arrives at its own rate, raw PCM chunk by
 #      chunk; clients that leave mid-stream have their synthesis
 #      cancelled, leave the server healthy, active streams back to 0;
@@ -49,7 +52,7 @@
 #      stream is cut at the deadline, its connection closed, every
 #      connection freed by its own last callback, exit 0;
 #   6. --max-connections and --idle-timeout; --host (0.0.0.0, ::1, a name
-#      that does not resolve) and bad options;
+#      that does not resolve) and bad options (--coalesce-us too);
 #   7. audio-loadgen --ab --ab-server: both servers, the table, the plot;
 #   8. rounds 1-5 again with the sanitizer build, whose stderr must hold
 #      no AddressSanitizer, LeakSanitizer or UBSan report.
@@ -374,7 +377,11 @@ t_metrics() {
 		tts_synthesis_errors_total tts_jobs_cancelled_total \
 		lull_ring_parks_total lull_ring_wakes_total \
 		lull_ring_safety_timeouts_total lull_ring_idle_timeouts_total \
-		lull_loop_safety_timeouts_total
+		lull_loop_safety_timeouts_total lull_ring_room_wakes_total \
+		lull_loop_coalesce_waits_total tts_coalesce_seconds || return 1
+	# Every ring has its room_wakes, the chunk ring first.
+	$CHECK metric "$T/body" lull_ring_room_wakes_total 'ring="chunks"' \
+		>/dev/null
 }
 
 t_address() { # HOST: the first line named it, with the port
@@ -418,6 +425,32 @@ t_wakeup_mode() { # park|poll
 	else
 		[ "$parks" = 0 ] && [ "$wakes" = 0 ] &&
 			[ $((ticks1 - ticks0)) -ge 300 ]
+	fi
+}
+
+# --coalesce-us: off, the loop never sleeps a coalescing window; on, it
+# does after the passes that handled audio, and /metrics and /health name
+# the window.
+t_coalesce() { # US
+	local waits secs code
+	waits=$(metric lull_loop_coalesce_waits_total) || return 1
+	secs=$(metric tts_coalesce_seconds) || return 1
+	code=$(req GET /health)
+	[ "$code" = 200 ] || { echo "GET /health: $code"; return 1; }
+	grep -q "\"coalesce_us\":$1[,}]" "$T/body" || {
+		echo "/health: $(cat "$T/body"), want coalesce_us $1"
+		return 1
+	}
+	echo "--coalesce-us $1: tts_coalesce_seconds $secs," \
+		"lull_loop_coalesce_waits_total $waits," \
+		"$(metric lull_ring_wakes_total 'ring="chunks"') chunk ring wakes" \
+		"for $(metric tts_chunks_total) chunks"
+	python3 -c "import sys; sys.exit(0 if abs($secs - $1 / 1e6) < 1e-9 else 1)" ||
+		{ echo "tts_coalesce_seconds $secs, want $1 us"; return 1; }
+	if [ "$1" = 0 ]; then
+		[ "$waits" = 0 ]
+	else
+		[ "$waits" -gt 0 ]
 	fi
 }
 
@@ -617,6 +650,7 @@ round_basics() { # TAG BINARY
 	check "$tag: the counters add up" t_counted
 	check "$tag: the loop parked on the chunk ring; idle, it sleeps" \
 		t_wakeup_mode park
+	check "$tag: no --coalesce-us: the loop never coalesces" t_coalesce 0
 	check "$tag: non-streaming wav is RIFF/WAVE" t_wav
 	check "$tag: non-streaming pcm ~ streamed pcm (SSE by curl)" \
 		t_pcm_matches_stream
@@ -707,7 +741,7 @@ t_keepalive() { # sequential|pipelined
 
 round_variants() { # TAG BINARY
 	local tag=$1 bin=$2 b
-	echo "round $tag: --wakeup poll, and the other loop backends"
+	echo "round $tag: --wakeup poll, the other loop backends, --coalesce-us"
 	check "$tag: server starts with --wakeup poll" \
 		start_server "poll-$tag" "$bin" --wakeup poll || return
 	check "$tag: poll: 32 concurrent streams, all valid" \
@@ -729,6 +763,18 @@ round_variants() { # TAG BINARY
 		check "$tag: $b: SIGTERM: exit 0 at once" t_stop 15
 		check "$tag: $b: stderr clean" t_stderr_clean "$SRV_ERR"
 	done
+	check "$tag: server starts with --coalesce-us 1000" \
+		start_server "coalesce-$tag" "$bin" --coalesce-us 1000 || return
+	check "$tag: coalesce: 32 concurrent streams, all valid" \
+		t_32_streams "coalesce-$tag"
+	check "$tag: coalesce: active streams 0 after, no lost wake-ups" \
+		t_no_lost_wakeups
+	check "$tag: coalesce: the loop slept windows; /metrics, /health" \
+		t_coalesce 1000
+	check "$tag: coalesce: the chunk ring still parks; idle, it sleeps" \
+		t_wakeup_mode park
+	check "$tag: coalesce: SIGTERM: exit 0 at once" t_stop 15
+	check "$tag: coalesce: stderr clean" t_stderr_clean "$SRV_ERR"
 }
 
 # --- 3. clients that leave --------------------------------------------------
@@ -1056,6 +1102,8 @@ round_options() {
 	check "--host nosuch.invalid: exit 1, no listening line" \
 		t_refuses 1 --port 0 --host nosuch.invalid
 	check "--wakeup sideways: exit 2" t_refuses 2 --wakeup sideways
+	check "--coalesce-us -1: exit 2" t_refuses 2 --coalesce-us -1
+	check "--coalesce-us 1000001: exit 2" t_refuses 2 --coalesce-us 1000001
 	check "--port 65536: exit 2" t_refuses 2 --port 65536
 }
 
