@@ -28,7 +28,11 @@
  * reads the "listening on HOST:PORT" line, runs the load, sends SIGTERM
  * and requires exit status 0; with --url-poll/--url-park it uses two
  * running servers.  It prints metric, baseline poll, candidate park,
- * delta and change in %.
+ * delta and change in %.  --server-arg-a/--server-arg-b add arguments to
+ * one side only, after its --wakeup (the server takes the last of an
+ * option, so "--server-arg-a --wakeup=park" makes the baseline park too),
+ * and --ab-name-a/--ab-name-b name the sides: park against park with a
+ * coalescing window, for instance.
  *
  * Build: make examples/audio-loadgen (see audio.mk), or by hand:
  *     cc -std=c11 -D_GNU_SOURCE -O2 loadgen.c $(pkg-config --cflags \
@@ -172,6 +176,11 @@ static struct {
 	const char *model, *voice;
 	const char *server_args[16];
 	int n_server_args;
+	/* --ab: the baseline's (0) and the candidate's (1) own arguments,
+	 * and what the table calls each */
+	const char *side_args[2][16];
+	int n_side_args[2];
+	const char *ab_name[2];
 	const char **sentences;
 	int n_sentences;
 	int levels[MAX_LEVELS];
@@ -1021,10 +1030,10 @@ static void print_json(const struct level_stats *st)
 	cJSON_Delete(o);
 }
 
-static void print_header(const char *mode)
+static void print_header(const char *name)
 {
-	if (mode)
-		fprintf(human, "\nwake-up mode: %s\n", mode);
+	if (name)
+		fprintf(human, "\nwake-up mode: %s\n", name);
 	fprintf(human, "%5s %6s %6s | %27s | %27s | %9s %7s\n", "conc",
 		"reqs", "errors", "TTFP ms  mean    p50    p99",
 		"E2E ms  mean    p50    p99", "audio s", "RTF");
@@ -1063,10 +1072,10 @@ static void *drain_stdout(void *arg)
 	return NULL;
 }
 
-static void start_server(const char *mode, struct child *ch, char *url,
-			 size_t url_len)
+static void start_server(int side, const char *mode, struct child *ch,
+			 char *url, size_t url_len)
 {
-	const char *argv[32];
+	const char *argv[48];
 	int argc = 0, fds[2];
 	char line[256];
 	size_t len = 0;
@@ -1079,6 +1088,8 @@ static void start_server(const char *mode, struct child *ch, char *url,
 	argv[argc++] = mode;
 	for (int i = 0; i < opt.n_server_args; i++)
 		argv[argc++] = opt.server_args[i];
+	for (int i = 0; i < opt.n_side_args[side]; i++)
+		argv[argc++] = opt.side_args[side][i];
 	argv[argc] = NULL;
 	if (pipe2(fds, O_CLOEXEC))
 		die("pipe: %s", strerror(errno));
@@ -1159,26 +1170,44 @@ static int stop_server(const char *mode, struct child *ch)
 
 /* --- the A/B table and the plot ---------------------------------------------- */
 
+/* The table's columns: as wide as the default names, or the names. */
+static int ab_width[2] = { 14, 15 };
+
 static void ab_row(const char *metric, int conc, double a, double b)
 {
 	char name[48];
 
 	snprintf(name, sizeof(name), "%s @c%d", metric, conc);
 	if (a != 0 && isfinite(a) && isfinite(b))
-		fprintf(human, "%-20s %14.3f %15.3f %12.3f %10.1f%%\n", name,
-			a, b, b - a, (b - a) / a * 100);
+		fprintf(human, "%-20s %*.3f %*.3f %12.3f %10.1f%%\n", name,
+			ab_width[0], a, ab_width[1], b, b - a,
+			(b - a) / a * 100);
 	else
-		fprintf(human, "%-20s %14.3f %15.3f %12.3f %11s\n", name, a,
-			b, b - a, "-");
+		fprintf(human, "%-20s %*.3f %*.3f %12.3f %11s\n", name,
+			ab_width[0], a, ab_width[1], b, b - a, "-");
 }
 
 static void print_ab(const struct level_stats *poll_st,
 		     const struct level_stats *park_st, int n)
 {
-	fprintf(human, "\nA/B: baseline --wakeup poll, candidate --wakeup park "
-		"(negative delta: park is lower)\n");
-	fprintf(human, "%-20s %14s %15s %12s %11s\n", "metric",
-		"baseline poll", "candidate park", "delta", "change");
+	char head_a[160], head_b[160];
+
+	if (!opt.n_side_args[0] && !opt.n_side_args[1] &&
+	    !strcmp(opt.ab_name[0], "poll") && !strcmp(opt.ab_name[1], "park"))
+		fprintf(human, "\nA/B: baseline --wakeup poll, candidate "
+			"--wakeup park (negative delta: park is lower)\n");
+	else
+		fprintf(human, "\nA/B: baseline %s, candidate %s (negative "
+			"delta: %s is lower)\n", opt.ab_name[0],
+			opt.ab_name[1], opt.ab_name[1]);
+	snprintf(head_a, sizeof(head_a), "baseline %s", opt.ab_name[0]);
+	snprintf(head_b, sizeof(head_b), "candidate %s", opt.ab_name[1]);
+	if ((int)strlen(head_a) > ab_width[0])
+		ab_width[0] = (int)strlen(head_a);
+	if ((int)strlen(head_b) > ab_width[1])
+		ab_width[1] = (int)strlen(head_b);
+	fprintf(human, "%-20s %*s %*s %12s %11s\n", "metric", ab_width[0],
+		head_a, ab_width[1], head_b, "delta", "change");
 	for (int i = 0; i < n; i++) {
 		const struct level_stats *a = &poll_st[i], *b = &park_st[i];
 		int c = a->concurrency;
@@ -1269,7 +1298,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: audio-loadgen --url http://HOST:PORT [options]\n"
-"       audio-loadgen --ab --ab-server PATH [--server-arg ARG]... [options]\n"
+"       audio-loadgen --ab --ab-server PATH [--server-arg ARG]...\n"
+"                     [--server-arg-a ARG]... [--server-arg-b ARG]...\n"
+"                     [--ab-name-a NAME] [--ab-name-b NAME] [options]\n"
 "       audio-loadgen --ab --url-poll URL --url-park URL [options]\n"
 "  --requests N        measured requests per level (default 64)\n"
 "  --concurrency C     a level; repeatable (default 1, 8, 16, 32)\n"
@@ -1281,6 +1312,13 @@ static void usage(FILE *f)
 "  --log FILE          one JSON line per request to FILE\n"
 "  --plot FILE.png     TTFP and E2E by concurrency (gnuplot)\n"
 "  --server-arg ARG    passed to the --ab-server (e.g. --pace realtime)\n"
+"  --server-arg-a ARG  passed to the baseline (--wakeup poll) server only,\n"
+"  --server-arg-b ARG  or the candidate (--wakeup park); after --wakeup and\n"
+"                      --server-arg, so they win: --server-arg-a\n"
+"                      --wakeup=park makes the baseline park as well\n"
+"  --ab-name-a NAME    the baseline's name in the table, the JSON lines\n"
+"  --ab-name-b NAME    and the plot (default: poll and park, followed by\n"
+"                      that side's own arguments)\n"
 "  --quiet             no per-request error lines\n"
 "Exit status: 0 when every request succeeded (and, with --ab-server, both\n"
 "servers exited 0 after SIGTERM), 1 otherwise, 2 on a usage error.\n");
@@ -1306,11 +1344,24 @@ static double parse_double(const char *s, const char *what)
 	return v;
 }
 
+/* "poll" or "park", followed by that side's own server arguments. */
+static const char *side_name(int side)
+{
+	static char names[2][256];
+	char *p = names[side], *end = names[side] + sizeof(names[side]);
+
+	p += snprintf(p, (size_t)(end - p), "%s", side ? "park" : "poll");
+	for (int i = 0; i < opt.n_side_args[side] && p < end; i++)
+		p += snprintf(p, (size_t)(end - p), " %s",
+			      opt.side_args[side][i]);
+	return names[side];
+}
+
 static void parse_args(int argc, char **argv)
 {
 	enum { O_URL = 256, O_URL_POLL, O_URL_PARK, O_AB_SERVER, O_SARG,
-	       O_SENT, O_MODEL, O_VOICE, O_SPEED, O_LOG, O_TIMEOUT,
-	       O_WARMUP };
+	       O_SARG_A, O_SARG_B, O_NAME_A, O_NAME_B, O_SENT, O_MODEL,
+	       O_VOICE, O_SPEED, O_LOG, O_TIMEOUT, O_WARMUP };
 	static const struct option longopts[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "url-poll", required_argument, NULL, O_URL_POLL },
@@ -1318,6 +1369,10 @@ static void parse_args(int argc, char **argv)
 		{ "ab", no_argument, NULL, 'a' },
 		{ "ab-server", required_argument, NULL, O_AB_SERVER },
 		{ "server-arg", required_argument, NULL, O_SARG },
+		{ "server-arg-a", required_argument, NULL, O_SARG_A },
+		{ "server-arg-b", required_argument, NULL, O_SARG_B },
+		{ "ab-name-a", required_argument, NULL, O_NAME_A },
+		{ "ab-name-b", required_argument, NULL, O_NAME_B },
 		{ "requests", required_argument, NULL, 'n' },
 		{ "concurrency", required_argument, NULL, 'c' },
 		{ "warmup", required_argument, NULL, O_WARMUP },
@@ -1349,6 +1404,17 @@ static void parse_args(int argc, char **argv)
 				die("too many --server-arg");
 			opt.server_args[opt.n_server_args++] = optarg;
 			break;
+		case O_SARG_A:
+		case O_SARG_B: {
+			int side = ch == O_SARG_B;
+
+			if (opt.n_side_args[side] == 16)
+				die("too many --server-arg-%c", "ab"[side]);
+			opt.side_args[side][opt.n_side_args[side]++] = optarg;
+			break;
+		}
+		case O_NAME_A: opt.ab_name[0] = optarg; break;
+		case O_NAME_B: opt.ab_name[1] = optarg; break;
 		case 'n':
 			opt.requests = parse_int(optarg, 1, 1000000,
 						 "--requests");
@@ -1405,6 +1471,12 @@ static void parse_args(int argc, char **argv)
 		if (opt.ab_server && (opt.url_poll || opt.url_park))
 			die("--ab-server and --url-poll/--url-park exclude "
 			    "each other");
+		if (!opt.ab_server &&
+		    (opt.n_side_args[0] || opt.n_side_args[1]))
+			die("--server-arg-a/-b need --ab-server");
+		for (int side = 0; side < 2; side++)
+			if (!opt.ab_name[side])
+				opt.ab_name[side] = side_name(side);
 	} else if (!opt.url) {
 		usage(stderr);
 		exit(2);
@@ -1429,31 +1501,31 @@ int main(int argc, char **argv)
 	}
 	n_runs = opt.ab ? 2 : 1;
 	for (int r = 0; r < n_runs; r++) {
-		const char *mode = opt.ab ? modes[r] : NULL;
+		const char *name = opt.ab ? opt.ab_name[r] : NULL;
 		struct child ch = { 0 };
 		struct target t;
 		char url[300];
 
 		if (opt.ab_server) {
-			start_server(mode, &ch, url, sizeof(url));
-			fprintf(stderr, "audio-loadgen: started %s --wakeup "
-				"%s at %s\n", opt.ab_server, mode, url);
+			start_server(r, modes[r], &ch, url, sizeof(url));
+			fprintf(stderr, "audio-loadgen: started %s (%s) at "
+				"%s\n", opt.ab_server, side_name(r), url);
 			parse_url(url, &t);
 		} else {
 			parse_url(!opt.ab ? opt.url : r ? opt.url_park :
 				  opt.url_poll, &t);
 		}
-		print_header(mode);
+		print_header(name);
 		for (int i = 0; i < opt.n_levels; i++) {
 			struct level_stats *st = &stats[r][i];
 
-			run_level(&t, mode, opt.levels[i], st);
+			run_level(&t, name, opt.levels[i], st);
 			failed |= st->errors + st->warmup_errors > 0;
 			print_row(st);
 			if (opt.json)
 				print_json(st);
 		}
-		if (opt.ab_server && stop_server(mode, &ch) != 0)
+		if (opt.ab_server && stop_server(name, &ch) != 0)
 			failed = 1;
 	}
 	if (opt.ab)
@@ -1461,7 +1533,7 @@ int main(int argc, char **argv)
 	if (opt.plot) {
 		const struct level_stats *sets[2] = { stats[0], stats[1] };
 
-		if (write_plot(opt.plot, sets, opt.ab ? modes :
+		if (write_plot(opt.plot, sets, opt.ab ? opt.ab_name :
 			       (const char *[]){ NULL, NULL }, n_runs,
 			       opt.n_levels) != 0)
 			failed = 1;

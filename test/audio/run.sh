@@ -54,6 +54,7 @@
 #   6. --max-connections and --idle-timeout; --host (0.0.0.0, ::1, a name
 #      that does not resolve) and bad options (--coalesce-us too);
 #   7. audio-loadgen --ab --ab-server: both servers, the table, the plot;
+#      --server-arg-a/-b reach one side each, --ab-name-a/-b name them;
 #   8. rounds 1-5 again with the sanitizer build, whose stderr must hold
 #      no AddressSanitizer, LeakSanitizer or UBSan report.
 # Prints one "audio: N passed, N failed" line at the end; exit status 1
@@ -1176,6 +1177,46 @@ EOF
 		89504e470d0a1a0a ] || { echo "$T/ab.png is not a PNG"; return 1; }
 }
 
+# Park against park with a coalescing window: each side's own arguments
+# reach that side's server only, and the table, the JSON lines and the
+# log name each side.
+t_ab_sides() {
+	local rc
+	timeout 120 "$LOADGEN" --ab --ab-server "$SERVER" --requests 4 \
+		--concurrency 4 --warmup 0 --json \
+		--server-arg-a --wakeup=park --ab-name-a park \
+		--server-arg-b --coalesce-us --server-arg-b 500 \
+		>"$T/ab2.json" 2>"$T/ab2.err"
+	rc=$?
+	grep -A 7 '^A/B' "$T/ab2.err"
+	[ $rc -eq 0 ] || { echo "loadgen exit $rc"; tail "$T/ab2.err"; return 1; }
+	python3 - "$T/ab2.json" <<'EOF' || return 1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+modes = [(r["mode"], r["concurrency"]) for r in rows]
+want = [("park", 4), ("park --coalesce-us 500", 4)]
+if modes != want or any(r["errors"] for r in rows):
+    sys.exit(f"levels {modes}, want {want}; {rows}")
+EOF
+	grep -q '^metric .*baseline park.*candidate park --coalesce-us 500.*delta' \
+		"$T/ab2.err" || { echo "no A/B table"; return 1; }
+	# The servers' own first log lines, in order: A parks without a
+	# window, B with one.
+	grep -o 'wake-up [a-z]*, coalesce [0-9]* us' "$T/ab2.err" \
+		>"$T/ab2.modes"
+	printf 'wake-up park, coalesce 0 us\nwake-up park, coalesce 500 us\n' |
+		cmp -s - "$T/ab2.modes" || {
+		echo "server log lines:"; cat "$T/ab2.modes"; return 1
+	}
+	if "$LOADGEN" --ab --url-poll http://127.0.0.1:1 \
+		--url-park http://127.0.0.1:1 --server-arg-a x \
+		>/dev/null 2>"$T/ab3.err"; then
+		echo "--server-arg-a without --ab-server accepted"
+		return 1
+	fi
+	grep -q 'need --ab-server' "$T/ab3.err"
+}
+
 # --- main ----------------------------------------------------------------------
 for f in "$SERVER" "$LOADGEN"; do
 	if [ ! -x "$f" ]; then
@@ -1225,6 +1266,8 @@ want options && round_options
 if want ab; then
 	echo "round ab: audio-loadgen --ab against the real server"
 	check "loadgen --ab --ab-server: table, plot, both servers exit 0" t_ab
+	check "loadgen --ab: --server-arg-a/-b reach one side, named" \
+		t_ab_sides
 fi
 
 if ! want asan; then
