@@ -1142,34 +1142,34 @@ static void print_table(FILE *f, const struct mech *ms, int nm,
 			fprintf(f, " %6.2fx futex-floor",
 				p / (double)p50_of(ff));
 		if (own && own != ff)
-			fprintf(f, ", %6.2fx %s", p / (double)p50_of(own),
-				own->label);
+			fprintf(f, "%s %6.2fx %s", ff ? "," : "",
+				p / (double)p50_of(own), own->label);
 		if (poll)
-			fprintf(f, ";  poll / it = %6.1fx",
-				(double)p50_of(poll) / p);
+			fprintf(f, "%s poll / it = %6.1fx",
+				ff || own ? "; " : "", (double)p50_of(poll) / p);
 		fputc('\n', f);
 	}
 
 	fprintf(f,
-		"\nper mechanism: p50 of each run (min..max); how long the "
-		"producer's push took\n(the wake-up call included); consumer "
-		"CPU and voluntary switches\nper data message; in the idle "
-		"window: waits that did not end it, involuntary\nswitches, "
+		"\nper mechanism: the p50 of each run (median, min..max); how "
+		"long the producer's\npush took (the wake-up call included); "
+		"consumer CPU and voluntary switches\nper data message; in the "
+		"idle window: waits that did not end it, involuntary\nswitches, "
 		"safety-net wakes; lull: producer wake-up calls, parks and "
 		"parks\ncancelled at the re-check, per message (medians over "
 		"runs)\n");
 	for (i = 0; i < nm; i++) {
 		const struct mech *m = &ms[i];
-		double lo, hi;
+		double lo, hi, mid;
 
 		if (!m->done_runs)
 			continue;
-		range_of(m->p50, m->done_runs, &lo, &hi);
+		mid = range_of(m->p50, m->done_runs, &lo, &hi);
 		fprintf(f,
-			"  %-26s p50 %.2f..%.2f us; push p50 %.2f p99 %.2f us; "
-			"active %.2f us CPU, %.2f switches/msg; idle %.0f "
-			"waits, %.0f invol",
-			m->label, lo / 1e3, hi / 1e3,
+			"  %-26s p50 %.2f (%.2f..%.2f) us; push p50 %.2f p99 "
+			"%.2f us; active %.2f us CPU, %.2f switches/msg; idle "
+			"%.0f waits, %.0f invol",
+			m->label, mid / 1e3, lo / 1e3, hi / 1e3,
 			us(hist_quantile(m->push, 0.5)),
 			us(hist_quantile(m->push, 0.99)),
 			median(m->act_cpu_us, m->done_runs),
@@ -1468,15 +1468,16 @@ static void print_json(const struct mech *m, const struct options *opt,
 	const struct mech_desc *d = &mech_descs[m->kind];
 	const struct hist *h = m->pooled;
 	int n = m->done_runs;
-	double lo, hi;
+	double lo, hi, mid;
 
-	range_of(m->p50, n, &lo, &hi);
+	mid = range_of(m->p50, n, &lo, &hi);
 	printf("{\"mechanism\":\"%s\",\"label\":\"%s\",\"pin\":\"%s\","
 	       "\"runs\":%d,\"messages\":%llu,\"max_gap_us\":%.3f,"
 	       "\"samples\":%llu,\"latency\":\"pooled\","
 	       "\"mean_ns\":%.1f,\"min_ns\":%llu,\"p50_ns\":%llu,"
 	       "\"p90_ns\":%llu,\"p99_ns\":%llu,\"p999_ns\":%llu,"
 	       "\"max_ns\":%llu,\"p50_run_min_ns\":%.0f,"
+	       "\"p50_run_median_ns\":%.0f,"
 	       "\"p50_run_max_ns\":%.0f,\"idle\":\"median\","
 	       "\"idle_seconds\":%g,\"idle_wakeups\":%.1f,"
 	       "\"idle_wakeups_per_s\":%.2f,\"idle_cpu_ms\":%.3f,"
@@ -1491,7 +1492,7 @@ static void print_json(const struct mech *m, const struct options *opt,
 	       (unsigned long long)hist_quantile(h, 0.9),
 	       (unsigned long long)hist_quantile(h, 0.99),
 	       (unsigned long long)hist_quantile(h, 0.999),
-	       (unsigned long long)h->max, lo, hi, opt->idle_s,
+	       (unsigned long long)h->max, lo, mid, hi, opt->idle_s,
 	       median(m->idle_wakeups, n), median(m->idle_wps, n),
 	       median(m->idle_cpu_ms, n), median(m->idle_iters, n),
 	       median(m->idle_invol, n), median(m->act_cpu_us, n),
