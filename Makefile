@@ -166,7 +166,7 @@ tour: deps-demo
 
 deps-bench:
 	$(Q)sh scripts/deps.sh bench
-# Both benchmarks with their defaults (about 10 minutes on 2 CPUs), their
+# Both benchmarks with their defaults (about 6 minutes on 2 CPUs), their
 # JSON in results/ and plots in results/plots/; tables on stderr.  Options
 # for each: make bench THROUGHPUT_ARGS='--runs 1' HANDOFF_ARGS='--pin same'
 THROUGHPUT_ARGS ?=
