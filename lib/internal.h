@@ -216,7 +216,6 @@ struct lull_ring {
 	 * touches it.
 	 */
 	alignas(LULL_LINE_PAIR) uint64_t head; /* equals region->head */
-	uint64_t tail_cache;                    /* SPSC: last tail seen */
 	bool peeked;
 
 	/*

@@ -4,10 +4,11 @@
  *
  * The consumer walks records from its private head, hands them out in
  * place, and publishes the new head once per batch with a release store.
- * SPSC: a record is readable when it lies below the tail the consumer
- * acquired.  MPSC: a record is readable when its length reads positive
- * (acquire); the consumer zeroes what it consumed before publishing head,
- * so that on the next lap a header nobody wrote yet reads 0.
+ * Both topologies publish in band: a record is readable when its header's
+ * length reads positive (acquire).  The consumer zeroes what it consumed
+ * before publishing head, so that on the next lap a header nobody wrote
+ * yet reads 0.  It never polls tail, the line the producers write on
+ * every record; tail only marks the end for a closing consumer.
  */
 #include <string.h>
 
@@ -15,62 +16,42 @@
 
 /*
  * Find the next readable record at or after @pos, skipping padding.
- * Returns true and fills *rec and *recpos (the record's position) and
- * *endp (the position after it); false when nothing is readable, with *endp
- * past any padding skipped.  @mode is a constant in each caller, so the
- * compiler emits one specialised walk per topology.
+ * Returns 1 and fills *rec and *endp (the position after it); 0 when
+ * nothing is readable, with *endp past any padding skipped; -EPROTO for a
+ * corrupt header.  Both topologies publish records in band, through the
+ * header's length, so one walk serves both.
  */
 static inline __attribute__((always_inline)) int
-next_record(struct lull_ring *ring, uint32_t mode, uint64_t pos,
-	    struct lull_record *rec, uint64_t *endp)
+next_record(struct lull_ring *ring, uint64_t pos, struct lull_record *rec,
+	    uint64_t *endp)
 {
 	struct lull_record_header *hdr;
 	int32_t length;
 	uint64_t size;
 
 	for (;;) {
-		if (mode == LULL_RING_SPSC) {
-			if (pos == ring->tail_cache) {
-				/*
-				 * Pairs with the producer's release store of
-				 * tail: records below it are complete.
-				 */
-				ring->tail_cache = atomic_load_explicit(
-					&ring->region->tail,
-					memory_order_acquire);
-				/* Closing: nothing past the final tail. */
-				if (unlikely(ring->closing != LULL_CLOSING_OPEN))
-					ring->tail_cache = ring->final_tail;
-				if (pos == ring->tail_cache)
-					break;
-			}
-			hdr = lull__header_at(ring->data, ring->mask, pos);
-			/* Ordered by the acquire of tail above. */
-			length = atomic_load_explicit(&hdr->length,
-						      memory_order_relaxed);
-		} else {
-			/*
-			 * A batch zeroes what it consumed only at its end, so a
-			 * batch that has gone a whole lap would find its own
-			 * first record again: stop there.
-			 */
-			if (unlikely(pos - ring->head > ring->mask))
-				break;
-			/* Closing: nothing is claimed past the final tail. */
-			if (unlikely(ring->closing != LULL_CLOSING_OPEN &&
-				     pos == ring->final_tail))
-				break;
-			hdr = lull__header_at(ring->data, ring->mask, pos);
-			/*
-			 * Pairs with the producer's release store of a
-			 * positive length in mpsc_commit_at() (or of a
-			 * padding length in mpsc_reserve()).
-			 */
-			length = atomic_load_explicit(&hdr->length,
-						      memory_order_acquire);
-			if (length <= 0)
-				break;
-		}
+		/*
+		 * A batch zeroes what it consumed only at its end, so a batch
+		 * that has gone a whole lap would find its own first record
+		 * again: stop there.
+		 */
+		if (unlikely(pos - ring->head > ring->mask))
+			break;
+		/* Closing: nothing is published past the final tail. */
+		if (unlikely(ring->closing != LULL_CLOSING_OPEN &&
+			     pos == ring->final_tail))
+			break;
+		hdr = lull__header_at(ring->data, ring->mask, pos);
+		/*
+		 * Pairs with the producer's release store of a positive
+		 * length (spsc_header(), mpsc_commit_at(), or a padding
+		 * length in mpsc_reserve()).  Zero: not written yet; MPSC
+		 * negative: claimed, not committed.
+		 */
+		length = atomic_load_explicit(&hdr->length,
+					      memory_order_acquire);
+		if (length <= 0)
+			break;
 		size = lull__align8((uint64_t)length);
 		if (unlikely(length < (int32_t)LULL_RECORD_HEADER_SIZE ||
 			     size > ring->mask + 1 - (pos & ring->mask)))
@@ -103,21 +84,19 @@ static void zero_span(struct lull_ring *ring, uint64_t from, uint64_t to)
 }
 
 /* Consume everything from ring->head to @to and tell the producers. */
-static inline void advance_head(struct lull_ring *ring, uint32_t mode,
-				uint64_t to)
+static inline void advance_head(struct lull_ring *ring, uint64_t to)
 {
 	if (to == ring->head)
 		return;
 	/*
-	 * MPSC zeroing is plain stores into memory that producers later
+	 * Zero what was consumed, so that on the next lap a header nobody
+	 * wrote yet reads 0.  Plain stores into memory that producers later
 	 * access atomically; no producer touches it before acquiring the
-	 * head we publish below, so the two never race.  Once closing, no
-	 * producer claims again, so nothing needs zeroing, and an immediate
-	 * shutdown that skips claimed records must not write under producers
-	 * still finishing them.
+	 * head we publish below, so the two never race.  An immediate
+	 * shutdown skips records without coming here: it must not write
+	 * under producers still finishing them.
 	 */
-	if (mode == LULL_RING_MPSC)
-		zero_span(ring, ring->head, to);
+	zero_span(ring, ring->head, to);
 	ring->head = to;
 	/*
 	 * Pairs with the producers' acquire load of head: our reads of the
@@ -172,8 +151,15 @@ static bool closure_final_tail(struct lull_ring *ring, uint32_t state,
 		if (atomic_load_explicit(&region->busy, memory_order_acquire))
 			return false;
 	}
-	/* Pairs with the producer's release store of tail. */
-	*finalp = atomic_load_explicit(&region->tail, memory_order_acquire);
+	/*
+	 * Relaxed: the producer's tail store is ordered before its release
+	 * of busy, which we acquired above.  Immediate: nothing is read any
+	 * more, but records are found in band before tail passes them, so
+	 * the tail read here may lag our head: never move the head back.
+	 */
+	*finalp = atomic_load_explicit(&region->tail, memory_order_relaxed);
+	if ((int64_t)(*finalp - ring->head) < 0)
+		*finalp = ring->head;
 	return true;
 }
 
@@ -201,7 +187,6 @@ closure_next(struct lull_ring *ring, uint64_t *posp, struct lull_record *rec)
 			 * claims; never handed, so never again either. */
 			*posp = ring->final_tail;
 			ring->head = ring->final_tail;
-			ring->tail_cache = ring->final_tail;
 			atomic_store_explicit(&region->head, ring->head,
 					      memory_order_release);
 			lull__space_notify(region);
@@ -258,8 +243,8 @@ static inline bool closure_first(const struct lull_ring *ring)
 }
 
 static inline __attribute__((always_inline)) int
-read_batch(struct lull_ring *ring, uint32_t mode, lull_record_fn fn,
-	   void *ctx, unsigned limit)
+read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
+	   unsigned limit)
 {
 	struct lull_record rec;
 	uint64_t pos = ring->head, end;
@@ -274,10 +259,10 @@ read_batch(struct lull_ring *ring, uint32_t mode, lull_record_fn fn,
 		if (closure)
 			found = 0, end = pos;
 		else
-			found = next_record(ring, mode, pos, &rec, &end);
+			found = next_record(ring, pos, &rec, &end);
 		if (found <= 0) {
 			if (unlikely(found < 0)) {
-				advance_head(ring, mode, pos);
+				advance_head(ring, pos);
 				return count ? (int)count : found;
 			}
 			pos = end; /* past trailing padding */
@@ -287,7 +272,7 @@ read_batch(struct lull_ring *ring, uint32_t mode, lull_record_fn fn,
 			 * records come alone, one per batch. */
 			found = closure_next(ring, &pos, &rec);
 			if (found < 0) {
-				advance_head(ring, mode, pos);
+				advance_head(ring, pos);
 				return found;
 			}
 			if (found > 0) {
@@ -310,7 +295,7 @@ read_batch(struct lull_ring *ring, uint32_t mode, lull_record_fn fn,
 		if (verdict != LULL_READ_CONTINUE)
 			break;
 	}
-	advance_head(ring, mode, pos);
+	advance_head(ring, pos);
 	if (count == 0 && !kept)
 		return -EAGAIN;
 	return (int)count;
@@ -336,9 +321,7 @@ LULL_EXPORT int lull_ring_read(struct lull_ring *ring, lull_record_fn fn,
 		return -EINVAL;
 	if (limit > INT32_MAX)
 		limit = INT32_MAX;
-	if (ring->mode == LULL_RING_SPSC)
-		return read_batch(ring, LULL_RING_SPSC, fn, ctx, limit);
-	return read_batch(ring, LULL_RING_MPSC, fn, ctx, limit);
+	return read_batch(ring, fn, ctx, limit);
 }
 
 /*
@@ -353,10 +336,8 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 
 	if (closure_first(ring))
 		found = 0, *endp = ring->head;
-	else if (ring->mode == LULL_RING_SPSC)
-		found = next_record(ring, LULL_RING_SPSC, ring->head, rec, endp);
 	else
-		found = next_record(ring, LULL_RING_MPSC, ring->head, rec, endp);
+		found = next_record(ring, ring->head, rec, endp);
 	if (found != 0)
 		return found;
 	found = closure_next(ring, endp, rec);
@@ -392,10 +373,7 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 		return -EINVAL;
 	ring->peeked = false;
 	/* Committed records do not change until consumed: peek_end holds. */
-	if (ring->mode == LULL_RING_SPSC)
-		advance_head(ring, LULL_RING_SPSC, ring->peek_end);
-	else
-		advance_head(ring, LULL_RING_MPSC, ring->peek_end);
+	advance_head(ring, ring->peek_end);
 	if (ring->peeked_closure)
 		closure_consume(ring);
 	return 0;

@@ -52,7 +52,6 @@ static int handle_new(struct lull_ring **ringp, struct lull_region *region)
 	 * any): we resume exactly where it stopped, with its zeroing done.
 	 */
 	ring->head = atomic_load_explicit(&region->head, memory_order_acquire);
-	ring->tail_cache = ring->head;
 	ring->spin_ns = LULL_PARK_SPIN_DEFAULT_NS;
 	ring->safety_ns = LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
 	ring->eventfd = -1;
@@ -89,7 +88,6 @@ static int consumer_role_take(struct lull_ring *ring)
 	ring->is_consumer = true;
 	ring->head = atomic_load_explicit(&ring->region->head,
 					  memory_order_acquire);
-	ring->tail_cache = ring->head;
 	return 0;
 }
 

@@ -2,18 +2,17 @@
 /*
  * ring_spsc.c - the single-producer write path.
  *
- * The producer owns tail: it writes records past it with plain stores and
- * then publishes them with one release store of tail.  The consumer reads
- * only below the tail it acquired, so it never sees a partial record and
- * the data area needs no zeroing.  No atomic read-modify-write here: a
- * write is busy-mark, barrier, state check, copy, tail store, busy clear,
- * barrier, park check (the barriers are compiler-only in a lull-allocated
- * region, see lull__notify()).
+ * The producer owns tail: it writes each record past it, header type and
+ * payload first, then publishes the record in band with a release store
+ * of the header's length, as MPSC producers do; the consumer finds
+ * records by their lengths and never polls tail.  tail is then stored
+ * (relaxed) only to tell a closing consumer where the records end.  No
+ * atomic read-modify-write here: a write is busy-mark, barrier, state
+ * check, copy, header, tail store, busy clear, barrier, park check (the
+ * barriers are compiler-only in a lull-allocated region, see
+ * lull__notify()).
  */
 #include <string.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 #include "internal.h"
 
@@ -22,7 +21,7 @@
  * acquire in lull_producer_attach() ordered the previous producer's last
  * store before us.  Reading it back from the region instead of keeping a
  * copy in the handle saves a store per write (see lull_spsc_write()); the
- * line is in our cache, since the consumer only reads it.
+ * line stays in our cache, since the consumer reads it only when closing.
  */
 static inline uint64_t spsc_tail(const struct lull_producer *prod)
 {
@@ -67,18 +66,34 @@ static inline int spsc_reserve(struct lull_producer *prod, uint32_t length,
 	return 0;
 }
 
+/*
+ * Publish a record header: the type, then the length with release.  The
+ * consumer finds records in band (ring_read.c): a header whose length
+ * reads positive is committed.  Pairs with its acquire load of the
+ * length: the type and payload written before are visible once the
+ * length is.
+ */
 static inline void spsc_header(struct lull_producer *prod, uint64_t pos,
 			       uint32_t length, int32_t type)
 {
-	struct lull_record_header hdr = {.length = (int32_t)length,
-					 .type = type};
+	struct lull_record_header *hdr =
+		lull__header_at(prod->data, prod->mask, pos);
 
-	/*
-	 * One 8-byte store for both fields.  A plain store: the consumer
-	 * reads SPSC headers only below a tail it acquired, so the release
-	 * store of tail orders this before its reads.
-	 */
-	memcpy(lull__header_at(prod->data, prod->mask, pos), &hdr, sizeof(hdr));
+	hdr->type = type;
+	atomic_store_explicit(&hdr->length, (int32_t)length,
+			      memory_order_release);
+}
+
+/*
+ * Move the producer's tail past what it published.  Relaxed: readers do
+ * not find records through tail; it only tells a closing consumer where
+ * the records end (read after busy, whose release orders it) and the
+ * next producer where to go on (after detach's release).  The consumer
+ * never polls it, so this store stays in the producer's cache.
+ */
+static inline void spsc_tail_store(struct lull_producer *prod, uint64_t end)
+{
+	atomic_store_explicit(&prod->region->tail, end, memory_order_relaxed);
 }
 
 /*
@@ -89,7 +104,7 @@ static inline void spsc_leave(struct lull_producer *prod)
 {
 	/*
 	 * Pairs with the consumer's acquire load of busy: a consumer that
-	 * sees 0 also sees the tail stored before it.
+	 * sees 0 also sees the tail (relaxed) and the records stored before.
 	 */
 	atomic_store_explicit(&prod->region->busy, 0, memory_order_release);
 	lull__notify(prod);
@@ -134,11 +149,7 @@ static inline void spsc_publish(struct lull_producer *prod, uint64_t pos,
 		spsc_header(prod, tail, (uint32_t)(pos - tail),
 			    LULL_TYPE_PADDING);
 	spsc_header(prod, pos, length, type);
-	/*
-	 * Pairs with the consumer's acquire load of tail: the headers and
-	 * payload written above are visible before the tail that covers them.
-	 */
-	atomic_store_explicit(&prod->region->tail, end, memory_order_release);
+	spsc_tail_store(prod, end);
 }
 
 static inline int spsc_check(const struct lull_producer *prod)
@@ -182,26 +193,6 @@ spsc_write_any(struct lull_producer *prod, int32_t type, const void *data,
 	return ret;
 }
 
-#ifdef __SSE2__
-/*
- * An 8-byte record, header and payload, as one 16-byte store: the fast
- * path's most common record with one store fewer (x86, little-endian: the
- * header's length is the low half of its first word, the type the high).
- * A plain store, published by the release store of tail like the others.
- */
-static inline void spsc_store_record8(unsigned char *at, int32_t type,
-				      const void *data)
-{
-	uint64_t header = (uint64_t)(uint32_t)type << 32 |
-			  (LULL_RECORD_HEADER_SIZE + 8u);
-	uint64_t payload;
-
-	memcpy(&payload, data, 8);
-	_mm_storeu_si128((__m128i *)(void *)at,
-			 _mm_set_epi64x((long long)payload, (long long)header));
-}
-#endif
-
 /* The fast path's wake-up, out of line so that it ends in a tail call. */
 static int __attribute__((noinline))
 spsc_write_wake(struct lull_producer *prod, uint32_t seen)
@@ -221,8 +212,7 @@ spsc_write_wake(struct lull_producer *prod, uint32_t seen)
  * stores to were just read by the consumer and must be fetched back, and
  * until they are, its stores wait in the CPU's store buffer.  The fewer
  * stores a write makes (here: busy, the payload, the header, tail, busy),
- * the more writes fit in that buffer before the producer stalls.  An
- * 8-byte record is written with one store (spsc_store_record8()).
+ * the more writes fit in that buffer before the producer stalls.
  */
 LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 				const void *data, size_t len)
@@ -256,18 +246,10 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 
 	/* spsc_publish(): no padding, by the check above */
 	at = (unsigned char *)lull__header_at(prod->data, prod->mask, tail);
-#ifdef __SSE2__
-	if (len == 8) {
-		spsc_store_record8(at, type, data);
-	} else
-#endif
-	{
-		lull__copy_small(at + LULL_RECORD_HEADER_SIZE, data, len);
-		spsc_header(prod, tail,
-			    (uint32_t)(LULL_RECORD_HEADER_SIZE + len), type);
-	}
-	/* Pairs with the consumer's acquire load of tail, as there. */
-	atomic_store_explicit(&region->tail, end, memory_order_release);
+	lull__copy_small(at + LULL_RECORD_HEADER_SIZE, data, len);
+	spsc_header(prod, tail, (uint32_t)(LULL_RECORD_HEADER_SIZE + len),
+		    type);
+	spsc_tail_store(prod, end);
 
 	/* spsc_leave() and lull__notify(), with their pairings */
 	atomic_store_explicit(&region->busy, 0, memory_order_release);
@@ -361,7 +343,15 @@ LULL_EXPORT int lull_spsc_abort(struct lull_producer *prod)
 {
 	if (!prod || prod->mode != LULL_RING_SPSC || !prod->claimed)
 		return -EINVAL;
-	/* Nothing was published: forgetting the claim is enough. */
+	/*
+	 * Nothing was published, but the caller may have filled the claimed
+	 * payload: zero it, or the consumer could take a stale byte there for
+	 * the header of a record after the next, shorter one.  Not the
+	 * header, which the claim never wrote (it still reads 0) and which
+	 * the consumer may be polling right now.
+	 */
+	memset(lull__header_at(prod->data, prod->mask, prod->claim_pos) + 1, 0,
+	       prod->claim_end - prod->claim_pos - LULL_RECORD_HEADER_SIZE);
 	prod->claimed = false;
 	spsc_leave(prod);
 	return 0;
