@@ -163,8 +163,8 @@
 #define BUSY_SET 2   /* busy = 1 */
 
 byte park = AWAKE;        /* region->park, as every CPU sees it */
-bit committed[TOTAL + 1]; /* record visible as committed (length > 0, or
-			     below the SPSC tail); one more, never set */
+bit committed[TOTAL + 1]; /* record visible as committed (length > 0);
+			     one more, never set */
 byte tail;                /* next position to claim (region->tail in MPSC) */
 byte head;                /* the consumer's head */
 byte sb[NPROD];           /* a producer's buffered commit: position + 1, or 0 */
@@ -548,7 +548,11 @@ enter_check:
 		:: else ->
 			/*
 			 * spsc_reserve(), then commit: spsc_publish()'s
-			 * release store of the tail.
+			 * release store of the length, then its store of
+			 * the tail, modelled as one buffered store: the two
+			 * drain in order, and the only reader of the tail
+			 * (a closing consumer) reads it after acquiring
+			 * busy, which the producer stores after both.
 			 */
 commit:
 			d_step {
