@@ -1658,7 +1658,7 @@ static void *coalesce_producer(void *arg)
 	return NULL;
 }
 
-LOOP_TEST(coalesce_window_takes_a_stream_without_wake_calls, .timeout = 20)
+LOOP_TEST(coalesce_window_takes_a_stream_without_wake_calls, .timeout = 10)
 {
 	enum lull_backend backend = use_backend(backendp);
 	struct lull_loop_config cfg = {
