@@ -208,11 +208,13 @@ spsc_write_wake(struct lull_producer *prod, uint32_t seen)
  * spsc_enter(), spsc_publish() and spsc_leave() without their calls, so
  * that the function needs no callee-saved registers.
  *
- * Why it is this lean: while the consumer keeps up, the lines this write
- * stores to were just read by the consumer and must be fetched back, and
- * until they are, its stores wait in the CPU's store buffer.  The fewer
- * stores a write makes (here: busy, the payload, the header, tail, busy),
- * the more writes fit in that buffer before the producer stalls.
+ * Why it is this lean: while the consumer keeps up, the data line this
+ * write stores to was just read by the consumer and must be fetched back,
+ * and until it is, this write's stores and every later one wait in the
+ * CPU's store buffer, which drains in order.  The fewer stores a write
+ * makes (here: busy, the payload, the header's type and length, tail,
+ * busy; only the payload and header go to a line the consumer reads), the
+ * more writes fit in that buffer before the producer stalls.
  */
 LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 				const void *data, size_t len)
