@@ -377,17 +377,32 @@ void lull__wake(struct lull_producer *prod, uint32_t seen);
 void lull__wake_region(struct lull_region *region, uint32_t seen,
 		       int32_t pid);
 
-static inline void lull__notify(struct lull_producer *prod)
+/*
+ * The producer's side of the park barrier (and of the SPSC busy
+ * handshake): a compiler barrier where the consumer uses membarrier(2), a
+ * seq_cst fence where it fences too.  Pairs with lull__park_barrier().
+ */
+static inline void lull__producer_barrier(const struct lull_producer *prod)
 {
-	uint32_t seen;
-
 	if (prod->asym_barrier)
 		atomic_signal_fence(memory_order_seq_cst);
 	else
 		atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* After a commit: the barrier, then the park word as this producer sees it. */
+static inline uint32_t lull__park_seen(const struct lull_producer *prod)
+{
+	lull__producer_barrier(prod);
 	/* Relaxed: ordered by the barrier above; the CAS in lull__wake()
 	 * decides. */
-	seen = atomic_load_explicit(&prod->region->park, memory_order_relaxed);
+	return atomic_load_explicit(&prod->region->park, memory_order_relaxed);
+}
+
+static inline void lull__notify(struct lull_producer *prod)
+{
+	uint32_t seen = lull__park_seen(prod);
+
 	if (unlikely(seen != LULL_PARK_AWAKE))
 		lull__wake(prod, seen);
 }

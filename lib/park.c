@@ -54,6 +54,10 @@ void lull__space_wake(struct lull_region *region)
 	 * Bump the word first: a producer that read it before registering
 	 * and has not slept yet then finds it changed and does not sleep.
 	 */
+	/*
+	 * Release: pairs with the waiting producer's acquire load of the
+	 * word in lull_producer_wait(), which then sees the head we stored.
+	 */
 	atomic_fetch_add_explicit(&region->space_seq, 1, memory_order_release);
 	lull__count(&region->space_wakes);
 	LULL_SYSCALL(syscall(SYS_futex, &region->space_seq, FUTEX_WAKE,
@@ -433,6 +437,8 @@ LULL_EXPORT int lull_producer_wait(struct lull_producer *prod, size_t len,
 		    !producer_has_room(prod, size))
 			/* Returns at once if the word moved since we read it. */
 			futex_wait(&region->space_seq, seq, slice);
+		/* Relaxed: a count; one that reads high for a moment costs
+		 * the consumer one needless wake-up, never a lost one. */
 		atomic_fetch_sub_explicit(&region->space_waiters, 1,
 					  memory_order_relaxed);
 	}

@@ -96,17 +96,31 @@ static inline void spsc_tail_store(struct lull_producer *prod, uint64_t end)
 	atomic_store_explicit(&prod->region->tail, end, memory_order_relaxed);
 }
 
+/* The busy mark, spsc_enter()'s first half, and its clearing. */
+static inline void spsc_busy_mark(struct lull_producer *prod)
+{
+	/*
+	 * Relaxed: ordered by the barrier below, which pairs with the
+	 * closing consumer's park barrier before its load of busy.
+	 */
+	atomic_store_explicit(&prod->region->busy, 1, memory_order_relaxed);
+	lull__producer_barrier(prod);
+}
+
+/* Not busy any more.  Pairs with the closing consumer's acquire of busy. */
+static inline void spsc_busy_clear(struct lull_producer *prod)
+{
+	atomic_store_explicit(&prod->region->busy, 0, memory_order_release);
+}
+
 /*
  * Leave it: not busy any more, and wake the consumer if it sleeps (it may
  * be waiting for exactly this during a shutdown).
  */
 static inline void spsc_leave(struct lull_producer *prod)
 {
-	/*
-	 * Pairs with the consumer's acquire load of busy: a consumer that
-	 * sees 0 also sees the tail (relaxed) and the records stored before.
-	 */
-	atomic_store_explicit(&prod->region->busy, 0, memory_order_release);
+	/* A consumer that sees busy 0 also sees the tail stored before. */
+	spsc_busy_clear(prod);
 	lull__notify(prod);
 }
 
@@ -121,12 +135,7 @@ static inline void spsc_leave(struct lull_producer *prod)
  */
 static inline int spsc_enter(struct lull_producer *prod)
 {
-	/* Relaxed: ordered by the barrier below, like the park barrier. */
-	atomic_store_explicit(&prod->region->busy, 1, memory_order_relaxed);
-	if (prod->asym_barrier)
-		atomic_signal_fence(memory_order_seq_cst);
-	else
-		atomic_thread_fence(memory_order_seq_cst);
+	spsc_busy_mark(prod);
 	if (unlikely(lull__state(prod->region) & LULL_STATE_CLOSED)) {
 		/*
 		 * Leave properly, notify included: a closing consumer may
@@ -205,8 +214,9 @@ spsc_write_wake(struct lull_producer *prod, uint32_t seen)
  * The common write: a valid small record that fits before the end of the
  * data area, to a ring with room that is not closing.  Everything else
  * goes to spsc_write_any() before anything is stored.  The steps are
- * spsc_enter(), spsc_publish() and spsc_leave() without their calls, so
- * that the function needs no callee-saved registers.
+ * spsc_enter(), spsc_publish() and spsc_leave() with no call but the
+ * wake-up's tail call, so that few registers need saving (each save is
+ * one more store).
  *
  * Why it is this lean: while the consumer keeps up, the data line this
  * write stores to was just read by the consumer and must be fetched back,
@@ -237,12 +247,8 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 		     LULL_RECORD_HEADER_SIZE + len > prod->max_record))
 		return spsc_write_any(prod, type, data, len);
 
-	/* spsc_enter(), with its pairing */
-	atomic_store_explicit(&region->busy, 1, memory_order_relaxed);
-	if (prod->asym_barrier)
-		atomic_signal_fence(memory_order_seq_cst);
-	else
-		atomic_thread_fence(memory_order_seq_cst);
+	/* spsc_enter(), with the -EPIPE case left to the general path */
+	spsc_busy_mark(prod);
 	if (unlikely(lull__state(region) & LULL_STATE_CLOSED))
 		return spsc_write_any(prod, type, data, len); /* leaves */
 
@@ -253,13 +259,9 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 		    type);
 	spsc_tail_store(prod, end);
 
-	/* spsc_leave() and lull__notify(), with their pairings */
-	atomic_store_explicit(&region->busy, 0, memory_order_release);
-	if (prod->asym_barrier)
-		atomic_signal_fence(memory_order_seq_cst);
-	else
-		atomic_thread_fence(memory_order_seq_cst);
-	seen = atomic_load_explicit(&region->park, memory_order_relaxed);
+	/* spsc_leave(), with the wake-up as a tail call */
+	spsc_busy_clear(prod);
+	seen = lull__park_seen(prod);
 	if (unlikely(seen != LULL_PARK_AWAKE))
 		return spsc_write_wake(prod, seen);
 	return 0;
