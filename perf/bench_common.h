@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_common.h - small helpers shared by the programs in perf/: a
- * monotonic clock, order statistics over a few runs, the one back-off of
- * every spinning side under test, and CPU pinning.
+ * monotonic clock, CPU time and machine load, order statistics over a few
+ * runs, the one back-off of every spinning side under test, CPU pinning
+ * and option parsing.
  *
  * Header-only and static: each benchmark is a single translation unit.
  * Include it after defining _GNU_SOURCE (pinning needs the CPU_* macros).
@@ -10,14 +11,19 @@
 #ifndef LULL_BENCH_COMMON_H
 #define LULL_BENCH_COMMON_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ck_pr.h>
 
@@ -28,6 +34,66 @@ static inline uint64_t bench_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* User plus system time in @ru, in ns. */
+static inline uint64_t bench_ru_cpu_ns(const struct rusage *ru)
+{
+	return ((uint64_t)ru->ru_utime.tv_sec + (uint64_t)ru->ru_stime.tv_sec) *
+		       1000000000u +
+	       ((uint64_t)ru->ru_utime.tv_usec +
+		(uint64_t)ru->ru_stime.tv_usec) *
+		       1000u;
+}
+
+/*
+ * Busy CPU time of the whole machine so far, in ns, from /proc/stat (all
+ * but idle and iowait; steal included: time the hypervisor gave away is
+ * time the threads under test did not get).  0 when unreadable.  Less the
+ * process's own CPU time, it tells how much else ran during a run: on a
+ * small machine any other busy process moves the results more than
+ * anything under test does.
+ */
+static inline uint64_t bench_machine_busy_ns(void)
+{
+	unsigned long long v[10] = { 0 };
+	uint64_t busy = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f = fopen("/proc/stat", "r");
+	int i, n;
+
+	if (!f)
+		return 0;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+		   &v[8], &v[9]);
+	fclose(f);
+	if (n < 8 || hz <= 0)
+		return 0;
+	/* user nice system [idle iowait] irq softirq steal; guest in user. */
+	for (i = 0; i < 8; i++)
+		if (i != 3 && i != 4)
+			busy += v[i];
+	return busy * (1000000000u / (uint64_t)hz);
+}
+
+/*
+ * The 1-minute load average, or -1 when unreadable.  The benchmarks print
+ * it before and after: they share the machine with whatever else runs, and
+ * a busy machine explains a wide min-max spread better than anything under
+ * test does.
+ */
+static inline double bench_load_average(void)
+{
+	double load = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f) {
+		if (fscanf(f, "%lf", &load) != 1)
+			load = -1;
+		fclose(f);
+	}
+	return load;
 }
 
 static inline int bench_cmp_double(const void *a, const void *b)
@@ -223,6 +289,24 @@ static inline double bench_c2c_ns(int cpu_ping, int cpu_echo, uint64_t iters)
 out:
 	free(c);
 	return ns;
+}
+
+/*
+ * An option's unsigned number (decimal, 0x hex or 0 octal) into *@v.
+ * Returns false, leaving *@v alone, unless all of @s is one such number
+ * that fits.
+ */
+static inline bool bench_parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	unsigned long long x;
+
+	errno = 0;
+	x = strtoull(s, &end, 0);
+	if (errno || end == s || *end || *s == '-')
+		return false;
+	*v = x;
+	return true;
 }
 
 #endif /* LULL_BENCH_COMMON_H */

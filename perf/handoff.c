@@ -348,15 +348,6 @@ die(const struct run *run, const char *fmt, ...)
 	exit(1);
 }
 
-static uint64_t ru_cpu_ns(const struct rusage *ru)
-{
-	return ((uint64_t)ru->ru_utime.tv_sec + (uint64_t)ru->ru_stime.tv_sec) *
-		       1000000000u +
-	       ((uint64_t)ru->ru_utime.tv_usec +
-		(uint64_t)ru->ru_stime.tv_usec) *
-		       1000u;
-}
-
 static void sleep_until(uint64_t t_ns)
 {
 	struct timespec ts = {
@@ -767,41 +758,11 @@ static void *producer_main(void *arg)
 
 /* --- one run --------------------------------------------------------- */
 
-/*
- * Busy CPU time of the whole machine so far, in ns, from /proc/stat (all
- * but idle and iowait; steal included).  0 when unreadable.  Less this
- * process's own CPU time, it tells how much else ran during a run: on a
- * small machine any other busy process moves wake-up latencies more than
- * any mechanism does.
- */
-static uint64_t machine_busy_ns(void)
-{
-	unsigned long long v[10] = { 0 };
-	uint64_t busy = 0;
-	long hz = sysconf(_SC_CLK_TCK);
-	FILE *f = fopen("/proc/stat", "r");
-	int i, n;
-
-	if (!f)
-		return 0;
-	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
-		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
-		   &v[8], &v[9]);
-	fclose(f);
-	if (n < 8 || hz <= 0)
-		return 0;
-	/* user nice system [idle iowait] irq softirq steal; guest in user. */
-	for (i = 0; i < 8; i++)
-		if (i != 3 && i != 4)
-			busy += v[i];
-	return busy * (1000000000u / (uint64_t)hz);
-}
-
 static uint64_t self_cpu_ns(void)
 {
 	struct rusage ru;
 
-	return getrusage(RUSAGE_SELF, &ru) ? 0 : ru_cpu_ns(&ru);
+	return getrusage(RUSAGE_SELF, &ru) ? 0 : bench_ru_cpu_ns(&ru);
 }
 
 static double safe_div(double a, double b)
@@ -838,8 +799,8 @@ static void record_run(struct run *run, double others)
 	m->idle_wakeups[i] = (double)nv;
 	m->idle_wps[i] = safe_div((double)nv, window_s);
 	m->idle_cpu_ms[i] =
-		safe_div((double)(ru_cpu_ns(&c->idle1.ru) -
-				  ru_cpu_ns(&c->idle0.ru)) /
+		safe_div((double)(bench_ru_cpu_ns(&c->idle1.ru) -
+				  bench_ru_cpu_ns(&c->idle0.ru)) /
 				 1e6 * run->opt->idle_s,
 			 window_s);
 	if (d->style == STYLE_LULL_LOOP)
@@ -855,8 +816,8 @@ static void record_run(struct run *run, double others)
 				     c->idle0.rs.idle_timeouts);
 
 	/* The data phase: from the start to the last data message. */
-	m->act_cpu_us[i] = (double)(ru_cpu_ns(&c->idle0.ru) -
-				    ru_cpu_ns(&c->start.ru)) /
+	m->act_cpu_us[i] = (double)(bench_ru_cpu_ns(&c->idle0.ru) -
+				    bench_ru_cpu_ns(&c->start.ru)) /
 			   1e3 / n;
 	m->act_wakes[i] =
 		(double)(c->idle0.ru.ru_nvcsw - c->start.ru.ru_nvcsw) / n;
@@ -892,12 +853,12 @@ static void wait_quiet(double max)
 	double others;
 
 	for (;;) {
-		busy0 = machine_busy_ns();
+		busy0 = bench_machine_busy_ns();
 		self0 = self_cpu_ns();
 		t0 = bench_now_ns();
 		usleep(250000);
 		wall = bench_now_ns() - t0;
-		busy = machine_busy_ns() - busy0;
+		busy = bench_machine_busy_ns() - busy0;
 		self = self_cpu_ns() - self0;
 		others = busy > self ? (double)(busy - self) / (double)wall : 0;
 		if (others <= max)
@@ -997,7 +958,7 @@ static double run_once(struct mech *m, const struct options *opt,
 	}
 	pthread_barrier_init(&run->ready, NULL, 2);
 
-	busy0 = machine_busy_ns();
+	busy0 = bench_machine_busy_ns();
 	self0 = self_cpu_ns();
 	t0 = bench_now_ns();
 	if (pthread_create(&ctid, NULL, consumer_main, run) ||
@@ -1023,7 +984,7 @@ static double run_once(struct mech *m, const struct options *opt,
 		    (unsigned long long)(run->n + 1), (double)limit_ns / 1e9);
 	pthread_join(ptid, NULL);
 	wall = bench_now_ns() - t0;
-	busy = machine_busy_ns() - busy0;
+	busy = bench_machine_busy_ns() - busy0;
 	self = self_cpu_ns() - self0;
 	others = busy > self ? (double)(busy - self) / (double)wall : 0;
 	if (!run->c.done || run->c.expected != run->n + 1 ||
@@ -1219,19 +1180,6 @@ static void print_table(FILE *f, const struct mech *ms, int nm,
 			busiest);
 }
 
-static double load_average(void)
-{
-	double load = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-
-	if (f) {
-		if (fscanf(f, "%lf", &load) != 1)
-			load = -1;
-		fclose(f);
-	}
-	return load;
-}
-
 /* The full run's header: every setting that shapes the numbers. */
 static void print_header(FILE *f, int nm, const struct options *opt,
 			 int ncpus, const char *pin_desc)
@@ -1269,7 +1217,7 @@ static void print_header(FILE *f, int nm, const struct options *opt,
 		opt->futexes[0] ? "private" : "",
 		opt->futexes[0] && opt->futexes[1] ? ", " : "",
 		opt->futexes[1] ? "shared (+shared)" : "",
-		load_average());
+		bench_load_average());
 	/* The spin lists, printed apart: they are variable length. */
 	fprintf(f, "handoff: spin before parking (us): lull-spin-park");
 	for (s = 0; s < opt->nspins; s++)
@@ -1592,19 +1540,6 @@ static void usage(FILE *f)
 				     1000000));
 }
 
-static bool parse_u64(const char *s, uint64_t *v)
-{
-	char *end;
-	unsigned long long x;
-
-	errno = 0;
-	x = strtoull(s, &end, 0);
-	if (errno || end == s || *end || *s == '-')
-		return false;
-	*v = x;
-	return true;
-}
-
 /* A non-negative decimal number, scaled by @scale into *v. */
 static bool parse_scaled(const char *s, double scale, uint64_t *v)
 {
@@ -1740,14 +1675,14 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			opt->want[k] = true;
 			break;
 		case O_MESSAGES:
-			if (!parse_u64(optarg, &opt->messages) ||
+			if (!bench_parse_u64(optarg, &opt->messages) ||
 			    !opt->messages || opt->messages >= UINT32_MAX) {
 				fprintf(stderr, "handoff: bad --messages\n");
 				return -1;
 			}
 			break;
 		case O_RUNS:
-			if (!parse_u64(optarg, &v) || !v || v > 1000) {
+			if (!bench_parse_u64(optarg, &v) || !v || v > 1000) {
 				fprintf(stderr, "handoff: bad --runs\n");
 				return -1;
 			}
@@ -1833,7 +1768,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			}
 			break;
 		case O_SEED:
-			if (!parse_u64(optarg, &opt->seed)) {
+			if (!bench_parse_u64(optarg, &opt->seed)) {
 				fprintf(stderr, "handoff: bad --seed\n");
 				return -1;
 			}
@@ -2060,7 +1995,7 @@ int main(int argc, char **argv)
 
 	if (!opt.headline)
 		fprintf(out, "handoff: load average %.2f after\n",
-			load_average());
+			bench_load_average());
 	if (opt.json)
 		for (i = 0; i < nm; i++)
 			if (ms[i].done_runs)

@@ -505,15 +505,11 @@ static bool run_aborted(struct run *run)
 static void account_cpu(struct run *run)
 {
 	struct rusage ru;
-	uint64_t ns;
 
 	if (getrusage(RUSAGE_THREAD, &ru))
 		return;
-	ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
-		     1000000000u +
-	     ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
-		     1000u;
-	atomic_fetch_add_explicit(&run->cpu_ns, ns, memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->cpu_ns, bench_ru_cpu_ns(&ru),
+				  memory_order_relaxed);
 }
 
 static void wait_go(struct run *run)
@@ -1101,6 +1097,33 @@ static bool all_received(struct run *run, const struct consumer_state *cs)
 						 memory_order_relaxed);
 }
 
+/*
+ * The consumers' watchdog, called now and then while they find nothing to
+ * take.  A consumer that has taken nothing for STALL_NS fails the run here;
+ * true tells it to stop.
+ */
+struct progress {
+	uint64_t last_count; /* cs->count at the last call that saw it move */
+	uint64_t last_ns;    /* when */
+};
+
+static bool stalled(struct run *run, struct progress *p,
+		    const struct consumer_state *cs, enum ring_kind kind)
+{
+	uint64_t now = bench_now_ns();
+
+	if (cs->count != p->last_count) {
+		p->last_count = cs->count;
+		p->last_ns = now;
+		return false;
+	}
+	if (now - p->last_ns <= STALL_NS)
+		return false;
+	run_fail(run, "%s: no progress for 10 s, %llu messages received",
+		 ring_descs[kind].name, (unsigned long long)cs->count);
+	return true;
+}
+
 /* The spinning consumers: ck, rte, urcu. */
 static inline __attribute__((always_inline)) void
 consume_spin(struct run *run, const enum ring_kind kind,
@@ -1108,7 +1131,7 @@ consume_spin(struct run *run, const enum ring_kind kind,
 {
 	struct config *cfg = run->cfg;
 	unsigned int batch = run->opt->batch;
-	uint64_t last_count = 0, last_progress = bench_now_ns();
+	struct progress prog = { .last_ns = bench_now_ns() };
 	unsigned int empties = 0;
 	struct bench_backoff bo;
 	int r;
@@ -1122,21 +1145,8 @@ consume_spin(struct run *run, const enum ring_kind kind,
 		}
 		if (all_received(run, cs) || run_aborted(run))
 			break;
-		if (++empties % 1024 == 0) {
-			uint64_t now = bench_now_ns();
-
-			if (cs->count != last_count) {
-				last_count = cs->count;
-				last_progress = now;
-			} else if (now - last_progress > STALL_NS) {
-				run_fail(run,
-					 "%s: no progress for 10 s, %llu "
-					 "messages received",
-					 ring_descs[kind].name,
-					 (unsigned long long)cs->count);
-				break;
-			}
-		}
+		if (++empties % 1024 == 0 && stalled(run, &prog, cs, kind))
+			break;
 		bench_backoff_wait(&bo);
 	}
 	run->cons_waits = bo.waits;
@@ -1156,7 +1166,7 @@ static void consume_lull(struct run *run, struct consumer_state *cs)
 {
 	struct config *cfg = run->cfg;
 	unsigned int batch = run->opt->batch;
-	uint64_t last_count = 0, last_progress = bench_now_ns();
+	struct progress prog = { .last_ns = bench_now_ns() };
 	uint64_t waits = 0;
 	int r;
 
@@ -1174,19 +1184,8 @@ static void consume_lull(struct run *run, struct consumer_state *cs)
 		waits++;
 		r = lull_ring_wait(cfg->lring, LULL_WAIT_NS);
 		if (r == -ETIMEDOUT) {
-			uint64_t now = bench_now_ns();
-
-			if (cs->count != last_count) {
-				last_count = cs->count;
-				last_progress = now;
-			} else if (now - last_progress > STALL_NS) {
-				run_fail(run,
-					 "%s: no progress for 10 s, %llu "
-					 "messages received",
-					 ring_descs[cfg->kind].name,
-					 (unsigned long long)cs->count);
+			if (stalled(run, &prog, cs, cfg->kind))
 				break;
-			}
 		} else if (r) {
 			run_fail(run, "%s: lull_ring_wait: %s",
 				 ring_descs[cfg->kind].name, lull_strerror(r));
@@ -1353,52 +1352,6 @@ out:
 	free(cs.done_nodes);
 	free(cs.published);
 	return NULL;
-}
-
-/*
- * The 1-minute load average, printed before and after: the rings share the
- * machine with whatever else runs, and a busy machine explains a wide
- * min-max spread better than any ring does.
- */
-static double load_average(void)
-{
-	double load = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-
-	if (f) {
-		if (fscanf(f, "%lf", &load) != 1)
-			load = -1;
-		fclose(f);
-	}
-	return load;
-}
-
-/*
- * Busy CPU time of the whole machine so far, in ns, from /proc/stat (all
- * but idle and iowait; steal included: time the hypervisor gave away is
- * time the rings did not get).  0 when unreadable.
- */
-static uint64_t machine_busy_ns(void)
-{
-	unsigned long long v[10] = { 0 };
-	uint64_t busy = 0;
-	long hz = sysconf(_SC_CLK_TCK);
-	FILE *f = fopen("/proc/stat", "r");
-	int i, n;
-
-	if (!f)
-		return 0;
-	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
-		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
-		   &v[8], &v[9]);
-	fclose(f);
-	if (n < 8 || hz <= 0)
-		return 0;
-	/* user nice system [idle iowait] irq softirq steal; guest in user. */
-	for (i = 0; i < 8; i++)
-		if (i != 3 && i != 4)
-			busy += v[i];
-	return busy * (1000000000u / (uint64_t)hz);
 }
 
 /* Ring setup and teardown. */
@@ -1824,7 +1777,7 @@ static int run_once(struct config *cfg, const struct options *opt,
 		}
 	}
 
-	busy_start = machine_busy_ns();
+	busy_start = bench_machine_busy_ns();
 	t_start = bench_now_ns();
 	/* Releases the run's setup to the threads' acquire in wait_go(). */
 	atomic_store_explicit(&run->go, 1, memory_order_release);
@@ -1859,7 +1812,7 @@ static int run_once(struct config *cfg, const struct options *opt,
 		producers_done(run, cfg->producers - started,
 			       is_lull ? cfg->lprods[0] : NULL);
 	pthread_join(ctid, NULL);
-	busy = machine_busy_ns() - busy_start;
+	busy = bench_machine_busy_ns() - busy_start;
 	if (is_lull)
 		lull_ring_stats(cfg->lring, &st1);
 	if (started < cfg->producers)
@@ -2321,19 +2274,6 @@ static void usage(FILE *f)
 							       : spin_json(-1));
 }
 
-static bool parse_u64(const char *s, uint64_t *v)
-{
-	char *end;
-	unsigned long long x;
-
-	errno = 0;
-	x = strtoull(s, &end, 0);
-	if (errno || end == s || *end || *s == '-')
-		return false;
-	*v = x;
-	return true;
-}
-
 static int parse_options(int argc, char **argv, struct options *opt)
 {
 	enum { O_RING = 256, O_PROD, O_PAYLOAD, O_SECONDS, O_MESSAGES,
@@ -2395,7 +2335,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 				opt->rings[opt->nrings++] = k;
 			break;
 		case O_PROD:
-			if (!parse_u64(optarg, &v) || !v || v > 1024 ||
+			if (!bench_parse_u64(optarg, &v) || !v || v > 1024 ||
 			    opt->nproducers == MAX_LIST) {
 				fprintf(stderr,
 					"throughput: bad --producers\n");
@@ -2404,7 +2344,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			opt->producers[opt->nproducers++] = (unsigned int)v;
 			break;
 		case O_PAYLOAD:
-			if (!parse_u64(optarg, &v) || v > INT32_MAX ||
+			if (!bench_parse_u64(optarg, &v) || v > INT32_MAX ||
 			    opt->npayloads == MAX_LIST) {
 				fprintf(stderr, "throughput: bad --payload\n");
 				return -1;
@@ -2421,7 +2361,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			opt->messages = 0;
 			break;
 		case O_MESSAGES:
-			if (!parse_u64(optarg, &opt->messages) ||
+			if (!bench_parse_u64(optarg, &opt->messages) ||
 			    !opt->messages) {
 				fprintf(stderr, "throughput: bad --messages\n");
 				return -1;
@@ -2437,14 +2377,14 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			}
 			break;
 		case O_RUNS:
-			if (!parse_u64(optarg, &v) || !v || v > 1000) {
+			if (!bench_parse_u64(optarg, &v) || !v || v > 1000) {
 				fprintf(stderr, "throughput: bad --runs\n");
 				return -1;
 			}
 			opt->runs = (int)v;
 			break;
 		case O_CAPACITY:
-			if (!parse_u64(optarg, &v) ||
+			if (!bench_parse_u64(optarg, &v) ||
 			    lull_ring_region_size(v) < 0) {
 				fprintf(stderr,
 					"throughput: bad --capacity (a power "
@@ -2456,7 +2396,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			opt->capacity = (size_t)v;
 			break;
 		case O_BATCH:
-			if (!parse_u64(optarg, &v) || !v || v > INT_MAX) {
+			if (!bench_parse_u64(optarg, &v) || !v || v > INT_MAX) {
 				fprintf(stderr, "throughput: bad --batch\n");
 				return -1;
 			}
@@ -2471,7 +2411,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			}
 			break;
 		case O_LULL_SPIN:
-			if (!parse_u64(optarg, &v) || v > INT64_MAX) {
+			if (!bench_parse_u64(optarg, &v) || v > INT64_MAX) {
 				fprintf(stderr,
 					"throughput: bad --lull-spin-ns\n");
 				return -1;
@@ -2578,7 +2518,7 @@ int main(int argc, char **argv)
 	else
 		fprintf(stderr, "throughput: %.3f s per run\n", opt.seconds);
 	fprintf(stderr, "throughput: load average %.2f before\n",
-		load_average());
+		bench_load_average());
 	t0 = bench_now_ns();
 
 	/* Round-robin: run r of every config before run r + 1 of any. */
@@ -2613,7 +2553,7 @@ int main(int argc, char **argv)
 	}
 
 	fprintf(stderr, "throughput: load average %.2f after, %.0f s in all\n",
-		load_average(), (double)(bench_now_ns() - t0) / 1e9);
+		bench_load_average(), (double)(bench_now_ns() - t0) / 1e9);
 	if (opt.json)
 		for (i = 0; i < ncfgs; i++)
 			if (cfgs[i].done_runs)
