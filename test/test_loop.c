@@ -208,10 +208,20 @@ static bool wait_sleeping(pid_t tid)
 	return true;
 }
 
-static void wait_at_least(_Atomic unsigned *value, unsigned target)
+/*
+ * Wait until @value reaches @target; false after 5 s, so that a lost
+ * record fails the test with its own message instead of a bare timeout.
+ */
+static bool wait_at_least(_Atomic unsigned *value, unsigned target)
 {
-	while (atomic_load_explicit(value, memory_order_acquire) < target)
+	uint64_t deadline = now_ns() + 5 * SEC;
+
+	while (atomic_load_explicit(value, memory_order_acquire) < target) {
+		if (now_ns() > deadline)
+			return false;
 		sched_yield();
+	}
+	return true;
 }
 
 /* ------------------------------------------------------------------------
@@ -314,8 +324,7 @@ static void mark_running(struct lull_loop *loop, _Atomic unsigned *flag)
 /* Wait until the loop runs, then until it has parked. */
 static bool wait_parked(_Atomic unsigned *running, pid_t loop_tid)
 {
-	wait_at_least(running, 1);
-	return wait_sleeping(loop_tid);
+	return wait_at_least(running, 1) && wait_sleeping(loop_tid);
 }
 
 /*
@@ -1606,6 +1615,8 @@ struct coalesce {
 	_Atomic uint32_t seen; /* the last seq handled */
 	uint64_t iteration_at[COALESCE_RECORDS + 1];
 	int write_ret;
+	int stats_ret;  /* lull_ring_stats() in the producer thread */
+	bool timed_out; /* a wait in the producer thread gave up */
 	uint64_t wakes_before, wakes_after;
 };
 
@@ -1622,38 +1633,51 @@ static int coalesce_handler(const struct lull_record *record, void *ctx)
 	return LULL_READ_CONTINUE;
 }
 
-/* The test's timeout is the watchdog of these waits. */
-static void coalesce_wait_seen(struct coalesce *c, uint32_t seq)
+/* The last seq handled reaches @seq; false after 5 s. */
+static bool coalesce_wait_seen(struct coalesce *c, uint32_t seq)
 {
-	while (atomic_load_explicit(&c->seen, memory_order_acquire) < seq)
+	uint64_t deadline = now_ns() + 5 * SEC;
+
+	while (atomic_load_explicit(&c->seen, memory_order_acquire) < seq) {
+		if (now_ns() > deadline)
+			return false;
 		sched_yield();
+	}
+	return true;
 }
 
-static uint64_t ring_wakes(struct lull_ring *ring)
-{
-	struct lull_ring_stats st;
-
-	check_eq(lull_ring_stats(ring, &st), 0);
-	return st.wakes;
-}
-
+/*
+ * The producer thread: it never asserts (the test thread checks what it
+ * recorded); on any failure it stops the loop so that the run ends.
+ */
 static void *coalesce_producer(void *arg)
 {
 	struct coalesce *c = arg;
+	uint64_t deadline = now_ns() + 5 * SEC;
 	struct lull_ring_stats st;
 
 	/* Let the loop park first, so that record 1 has to wake it. */
 	do {
 		sched_yield();
-		check_eq(lull_ring_stats(c->ring, &st), 0);
-	} while (st.parks == 0);
+		c->stats_ret = lull_ring_stats(c->ring, &st);
+		c->timed_out = now_ns() > deadline;
+	} while (!c->stats_ret && !c->timed_out && st.parks == 0);
+	if (c->stats_ret || c->timed_out)
+		goto out;
 	c->write_ret = write_rec(c->prod, false, 0, 1);
-	coalesce_wait_seen(c, 1);
-	c->wakes_before = ring_wakes(c->ring);
+	c->timed_out = !c->write_ret && !coalesce_wait_seen(c, 1);
+	if (c->write_ret || c->timed_out)
+		goto out;
+	c->stats_ret = lull_ring_stats(c->ring, &st);
+	c->wakes_before = st.wakes;
 	for (uint32_t seq = 2; seq <= COALESCE_RECORDS && !c->write_ret; seq++)
 		c->write_ret = write_rec(c->prod, false, 0, seq);
-	coalesce_wait_seen(c, COALESCE_RECORDS);
-	c->wakes_after = ring_wakes(c->ring);
+	c->timed_out = !c->write_ret &&
+		       !coalesce_wait_seen(c, COALESCE_RECORDS);
+	if (!c->stats_ret)
+		c->stats_ret = lull_ring_stats(c->ring, &st);
+	c->wakes_after = st.wakes;
+out:
 	lull_loop_stop(c->loop);
 	return NULL;
 }
@@ -1677,6 +1701,9 @@ LOOP_TEST(coalesce_window_takes_a_stream_without_wake_calls, .timeout = 10)
 	check_eq(pthread_create(&producer, NULL, coalesce_producer, &c), 0);
 	run_loop(c.loop);
 	check_eq(pthread_join(producer, NULL), 0);
+	check(!c.timed_out, "the producer waited 5 s for the loop (seen %u)",
+	      (unsigned)atomic_load(&c.seen));
+	check_eq(c.stats_ret, 0);
 	check_eq(c.write_ret, 0);
 	check_eq(atomic_load(&c.seen), COALESCE_RECORDS);
 	check(c.wakes_after == c.wakes_before,
@@ -2820,14 +2847,15 @@ static void *idle_producer(void *arg)
 	struct idle *d = arg;
 
 	/* A first park and wake-up... */
-	wait_at_least(&d->seen, 1);
-	d->slept = wait_sleeping(d->loop_tid);
+	d->slept = wait_at_least(&d->seen, 1) && wait_sleeping(d->loop_tid);
 	d->write_ret = write_rec(d->prod, false, 0, 1);
-	if (!d->slept || d->write_ret)
+	if (!d->slept || d->write_ret) {
+		/* The test fails on these; end the run so that it says why. */
+		lull_loop_stop(d->loop);
 		return NULL;
+	}
 	/* ...then the one measured. */
-	wait_at_least(&d->seen, 2);
-	d->slept = wait_sleeping(d->loop_tid);
+	d->slept = wait_at_least(&d->seen, 2) && wait_sleeping(d->loop_tid);
 	/* The idle period itself: nothing to synchronize here. */
 	nanosleep(&idle_time, NULL);
 	d->write_ret = write_rec(d->prod, false, 0, 2);
