@@ -22,15 +22,24 @@ static struct http_reader *reader_of(http_parser *p)
 	return p->data;
 }
 
+/*
+ * Note the status and message to answer with, and return -1 so that the
+ * callback stops the parser (any value but 0, 1 and 2 is an error).
+ */
+static int reject(struct http_reader *r, int status, const char *text)
+{
+	r->error = status;
+	r->error_text = text;
+	return -1;
+}
+
 /* Count request line and header bytes; fail with 431 past the limit. */
 static int count_header(struct http_reader *r, size_t len)
 {
 	r->header_bytes += len;
 	if (r->header_bytes <= HTTP_MAX_HEADER_BYTES)
 		return 0;
-	r->error = 431;
-	r->error_text = "The request line and headers exceed 8192 bytes";
-	return -1;
+	return reject(r, 431, "The request line and headers exceed 8192 bytes");
 }
 
 static int on_message_begin(http_parser *p)
@@ -54,11 +63,8 @@ static int on_url(http_parser *p, const char *at, size_t len)
 
 	if (count_header(r, len))
 		return -1;
-	if (len > HTTP_MAX_URL_BYTES - r->url_len) {
-		r->error = 414;
-		r->error_text = "The request target exceeds 2048 bytes";
-		return -1;
-	}
+	if (len > HTTP_MAX_URL_BYTES - r->url_len)
+		return reject(r, 414, "The request target exceeds 2048 bytes");
 	memcpy(r->url + r->url_len, at, len);
 	r->url_len += len;
 	return 0;
@@ -113,24 +119,16 @@ static int on_headers_complete(http_parser *p)
 	struct http_parser_url u;
 
 	if (p->flags & F_CONTENTLENGTH &&
-	    p->content_length > HTTP_MAX_BODY_BYTES) {
-		r->error = 413;
-		r->error_text = "The request body exceeds 65536 bytes";
-		return -1; /* any value but 0, 1 and 2 is an error */
-	}
-	if (p->http_major != 1) {
-		r->error = 505;
-		r->error_text = "Only HTTP/1.0 and HTTP/1.1 are supported";
-		return -1;
-	}
+	    p->content_length > HTTP_MAX_BODY_BYTES)
+		return reject(r, 413, "The request body exceeds 65536 bytes");
+	if (p->http_major != 1)
+		return reject(r, 505,
+			      "Only HTTP/1.0 and HTTP/1.1 are supported");
 	r->url[r->url_len] = '\0';
 	http_parser_url_init(&u);
 	if (http_parser_parse_url(r->url, r->url_len, 0, &u) != 0 ||
-	    !(u.field_set & (1 << UF_PATH))) {
-		r->error = 400;
-		r->error_text = "The request target is not a valid path";
-		return -1;
-	}
+	    !(u.field_set & (1 << UF_PATH)))
+		return reject(r, 400, "The request target is not a valid path");
 	memcpy(r->req.path, r->url + u.field_data[UF_PATH].off,
 	       u.field_data[UF_PATH].len);
 	r->req.path[u.field_data[UF_PATH].len] = '\0';
@@ -148,16 +146,10 @@ static int on_body(http_parser *p, const char *at, size_t len)
 	struct http_reader *r = reader_of(p);
 
 	/* A chunked body has no Content-Length to check up front. */
-	if (len > HTTP_MAX_BODY_BYTES - r->req.body.len) {
-		r->error = 413;
-		r->error_text = "The request body exceeds 65536 bytes";
-		return -1;
-	}
-	if (buf_append(&r->req.body, at, len) < 0) {
-		r->error = 503;
-		r->error_text = "Out of memory";
-		return -1;
-	}
+	if (len > HTTP_MAX_BODY_BYTES - r->req.body.len)
+		return reject(r, 413, "The request body exceeds 65536 bytes");
+	if (buf_append(&r->req.body, at, len) < 0)
+		return reject(r, 503, "Out of memory");
 	return 0;
 }
 

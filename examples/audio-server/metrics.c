@@ -50,6 +50,12 @@ static int gauge(struct buf *out, const char *name, const char *help,
 	       buf_printf(out, "%s %.15g\n", name, value);
 }
 
+/* The uint64_t field of st at offset (an offsetof() of that struct). */
+static uint64_t ring_stat(const struct lull_ring_stats *st, size_t offset)
+{
+	return *(const uint64_t *)((const char *)st + offset);
+}
+
 /* One lull_ring_stats field for every ring, as one labelled family. */
 static int ring_family(struct buf *out, const struct metrics_view *v,
 		       const char *name, const char *help, size_t offset)
@@ -58,12 +64,11 @@ static int ring_family(struct buf *out, const struct metrics_view *v,
 
 	if (head(out, name, "counter", help))
 		return -ENOMEM;
-	value = *(const uint64_t *)((const char *)&v->chunk_ring + offset);
+	value = ring_stat(&v->chunk_ring, offset);
 	if (buf_printf(out, "%s{ring=\"chunks\"} %" PRIu64 "\n", name, value))
 		return -ENOMEM;
 	for (unsigned i = 0; i < v->workers; i++) {
-		value = *(const uint64_t *)((const char *)&v->request_rings[i] +
-					    offset);
+		value = ring_stat(&v->request_rings[i], offset);
 		if (buf_printf(out,
 			       "%s{ring=\"requests\",worker=\"%u\"} %" PRIu64
 			       "\n",

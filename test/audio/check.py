@@ -16,6 +16,9 @@ exits 1.  Standard library only.
                                   level C, N requests each, W warm-ups
                                   logged apart and left out of the counts
   faults LEVELS KIND=COUNT...     the level's errors_by_kind is exactly this
+  ab LEVELS MODE=C...             audio-loadgen --ab --json output: one line
+                                  per side MODE and concurrency C, in this
+                                  order, none with errors
   drained LOG MIN_OK              after SIGTERM under load: every stream
                                   that got 200 is intact, the rest were
                                   refused (no response) or got 503; at
@@ -164,6 +167,17 @@ def cmd_faults(levels, *expect):
     if L["errors_by_kind"] != want:
         bad(f"errors_by_kind {L['errors_by_kind']}, want {want}")
     print(f"errors_by_kind {want}")
+
+
+def cmd_ab(levels, *expect):
+    rows = lines(levels)
+    modes = [(r["mode"], r["concurrency"]) for r in rows]
+    want = []
+    for e in expect:
+        mode, _, c = e.rpartition("=")
+        want.append((mode, int(c)))
+    if modes != want or any(r["errors"] for r in rows):
+        bad(f"levels {modes}, want {want}; {rows}")
 
 
 def cmd_drained(log, min_ok):
@@ -334,8 +348,9 @@ class Conn:
         out, self.buf = self.buf[:n], self.buf[n:]
         return out
 
-    def response(self):
-        status = self.line().split(" ", 2)
+    def head(self):
+        """The status line and the headers (names in lower case)."""
+        status = self.line()
         headers = {}
         while True:
             line = self.line()
@@ -343,6 +358,11 @@ class Conn:
                 break
             k, _, v = line.partition(":")
             headers[k.strip().lower()] = v.strip()
+        return status, headers
+
+    def response(self):
+        status, headers = self.head()
+        status = status.split(" ", 2)
         if headers.get("transfer-encoding", "").lower() == "chunked":
             body = b""
             while True:
@@ -373,14 +393,7 @@ def cmd_rawstream(hostport, text):
     c.s.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     t0 = time.monotonic()
-    status = c.line()
-    headers = {}
-    while True:
-        line = c.line()
-        if not line:
-            break
-        k, _, v = line.partition(":")
-        headers[k.strip().lower()] = v.strip()
+    status, headers = c.head()
     if not status.startswith("HTTP/1.1 200") or \
             headers.get("transfer-encoding") != "chunked" or \
             not headers.get("content-type", "").startswith("audio/pcm"):
@@ -527,14 +540,7 @@ def cmd_http10(hostport, text):
     body = json.dumps({"input": text, "stream": True}).encode()
     c.s.sendall(b"POST /v1/audio/speech HTTP/1.0\r\n"
                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    status = c.line()
-    headers = {}
-    while True:
-        line = c.line()
-        if not line:
-            break
-        k, _, v = line.partition(":")
-        headers[k.strip().lower()] = v.strip()
+    status, headers = c.head()
     if " 200 " not in status or "transfer-encoding" in headers or \
             headers.get("connection") != "close":
         bad(f"{status} {headers}")
