@@ -78,7 +78,9 @@ struct lull_region {
 	uint64_t data_offset;
 
 	/*
-	 * SPSC: end of the committed records, stored by the producer.
+	 * SPSC: end of the published records, stored relaxed by the
+	 * producer; read only by a closing consumer (after acquiring busy)
+	 * and by the next producer (after detach).
 	 * MPSC: end of the claimed space, advanced by producers' CAS.
 	 * A free-running byte position, always a multiple of 8.
 	 */
@@ -184,7 +186,8 @@ static_assert(sizeof(struct lull_region) <= LULL_REGION_DATA_OFFSET,
 /*
  * A record header in the data area.  length is the header plus the payload
  * (so never 0 for a written record); the record occupies length rounded up
- * to 8.  In an MPSC ring length is the commit flag:
+ * to 8.  In both topologies length is the commit flag (only MPSC stores
+ * the negative value):
  *     0   not written yet (the consumer zeroes what it consumed)
  *    <0   claimed by a producer, payload being written
  *    >0   committed: type and payload are complete

@@ -98,7 +98,8 @@ LULL_EXPORT int lull_loop_create(struct lull_loop **loopp,
 	loop->backend = backend;
 	loop->epfd = -1;
 	loop->sigfd = -1;
-	loop->spin_ns = cfg->spin_ns;
+	/* The loop has no adaptive spin: LULL_PARK_SPIN_ADAPTIVE parks at once. */
+	loop->spin_ns = cfg->spin_ns == LULL_PARK_SPIN_ADAPTIVE ? 0 : cfg->spin_ns;
 	loop->coalesce_ns = cfg->coalesce_ns;
 	loop->safety_ns = cfg->safety_timeout_ns
 				  ? cfg->safety_timeout_ns
@@ -336,6 +337,7 @@ static bool stop_pending(struct lull_loop *loop)
  */
 static void stop_rings(struct lull_loop *loop)
 {
+	/* Pairs with the release RMW in lull_loop_stop(). */
 	unsigned stops = atomic_load_explicit(&loop->stop_requests,
 					      memory_order_acquire);
 	unsigned how = stops - loop->stops_at_run >= 2
@@ -1027,6 +1029,7 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 	loop->running = false;
 	loop->stopping = false;
 	/* Stops that came while stopping are spent with this run. */
+	/* Pairs with the release RMW in lull_loop_stop(). */
 	loop->stops_seen = atomic_load_explicit(&loop->stop_requests,
 						memory_order_acquire);
 	return ret < 0 ? ret : 0;

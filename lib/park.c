@@ -59,7 +59,9 @@ void lull__space_wake(struct lull_region *region)
 	 * word in lull_producer_wait(), which then sees the head we stored.
 	 */
 	atomic_fetch_add_explicit(&region->space_seq, 1, memory_order_release);
-	lull__count(&region->space_wakes);
+	/* An RMW: the consumer and any shutdown may both get here. */
+	atomic_fetch_add_explicit(&region->space_wakes, 1,
+				  memory_order_relaxed);
 	LULL_SYSCALL(syscall(SYS_futex, &region->space_seq, FUTEX_WAKE,
 			     INT_MAX, NULL, NULL, 0));
 }
@@ -111,6 +113,8 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 		if (fd >= 0)
 			LULL_SYSCALL(syscall(SYS_write, fd, &(uint64_t){ 1 },
 					     sizeof(uint64_t)));
+		/* Pairs with the seq_cst load of wakers in
+		 * lull__wake_fd_set(): the write is over before the close. */
 		atomic_fetch_sub_explicit(&region->wakers, 1,
 					  memory_order_release);
 	}

@@ -180,6 +180,7 @@ closure_next(struct lull_ring *ring, uint64_t *posp, struct lull_record *rec)
 		ring->closing = LULL_CLOSING_DRAIN;
 		/* fall through */
 	case LULL_CLOSING_DRAIN:
+		/* Pairs with the seq_cst RMW of lull__shutdown(). */
 		state = atomic_load_explicit(&region->state,
 					     memory_order_acquire);
 		if (state & LULL_STATE_DISCARD) {
@@ -187,6 +188,7 @@ closure_next(struct lull_ring *ring, uint64_t *posp, struct lull_record *rec)
 			 * claims; never handed, so never again either. */
 			*posp = ring->final_tail;
 			ring->head = ring->final_tail;
+			/* Pairs with the producers' acquire of head (A1). */
 			atomic_store_explicit(&region->head, ring->head,
 					      memory_order_release);
 			lull__space_notify(region);

@@ -86,6 +86,7 @@ static int consumer_role_take(struct lull_ring *ring)
 						     memory_order_relaxed))
 		return -EBUSY;
 	ring->is_consumer = true;
+	/* Pairs with the previous consumer's release stores of head. */
 	ring->head = atomic_load_explicit(&ring->region->head,
 					  memory_order_acquire);
 	return 0;
@@ -105,7 +106,7 @@ static void region_format(struct lull_region *region, size_t size,
 			  size_t capacity, uint32_t mode, uint32_t flags)
 {
 	/*
-	 * The whole data area must read as zero: in an MPSC ring a zero
+	 * The whole data area must read as zero: in either topology a zero
 	 * length is how the consumer knows a record is not written yet.
 	 */
 	memset(region, 0, size);

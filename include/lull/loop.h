@@ -53,13 +53,14 @@ struct lull_loop_config {
 				      is not a loop backend (-EINVAL) */
 	unsigned entries;          /* SQ entries; 0: 256 */
 	uint64_t spin_ns;          /* poll the rings this long before parking;
-				      0: park at once */
+				      0 (or LULL_PARK_SPIN_ADAPTIVE, which
+				      the loop does not do): park at once */
 	uint64_t safety_timeout_ns; /* 0: LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS */
 	/*
 	 * After a pass that handled records, sleep up to this long before
 	 * parking, without announcing a park: producers that commit meanwhile
 	 * make no wake-up call, and their records come in one batch when the
-	 * window ends (or sooner, with any completion, timer or stop).  Trades
+	 * window ends (or sooner, with any completion, timer, signal or stop).  Trades
 	 * up to this much latency for fewer wake-ups under a steady stream,
 	 * as a poll loop does, while an idle loop still parks after one empty
 	 * window.  0: off, park at once (the default).
@@ -182,7 +183,8 @@ int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
  * that callbacks queue meanwhile are cancelled too, so a callback should
  * not re-arm on -ECANCELED.  Timers stay armed for a later run.  A stop
  * requested before the call counts.  Returns 0 when stopped, -EINVAL,
- * -EBUSY (already running), -ENOMEM, or an unrecoverable io_uring or epoll
+ * -EBUSY (already running), -ENOMEM (epoll: a cancel could not be queued,
+ * so SQEs may still be in flight), or an unrecoverable io_uring or epoll
  * error.
  */
 int lull_loop_run(struct lull_loop *loop);

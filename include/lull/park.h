@@ -27,7 +27,8 @@
  *
  * Which calls may run concurrently (same ring): lull_ring_wait(),
  * lull_ring_park_config() and the lull_uring_park_*() calls belong to the
- * consumer's thread, like lull_ring_read(); lull_ring_stats() and
+ * consumer's thread, like lull_ring_read(); lull_producer_wait() belongs
+ * to the producer's, like lull_spsc_write(); lull_ring_stats() and
  * lull_backend_*() may be called from any thread at any time.
  */
 #ifndef LULL_PARK_H
@@ -158,8 +159,9 @@ int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
  * bytes, at most @timeout_ns (< 0: no limit): the back-pressure wait for a
  * write that returned -EAGAIN, instead of a sleep-and-retry loop.  The
  * producer sleeps in futex(2); the consumer wakes waiting producers when
- * it frees space, at the cost of one load per batch it reads while nobody
- * waits.  Room is a hint for MPSC producers (another may take it first:
+ * it frees space, at the cost of a barrier (the compiler's only in a
+ * lull_ring_create() region, a fence otherwise) and one load per batch it
+ * reads while nobody waits.  Room is a hint for MPSC producers (another may take it first:
  * write, and wait again on -EAGAIN).  The producer's thread.  Returns 0
  * (room now), -EPIPE (the ring is shut down), -ETIMEDOUT, -EINVAL,
  * -EMSGSIZE (@len never fits), -EBUSY (the producer holds a claim).

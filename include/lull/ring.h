@@ -25,7 +25,9 @@
  *
  * Progress: every call is lock-free and returns without waiting: a full ring
  * is -EAGAIN on the producer side, an empty one -EAGAIN on the consumer side.
- * Nothing here spins, sleeps or makes a system call on the data path.
+ * Nothing here spins, sleeps or makes a system call on the data path, but
+ * the wake-ups of lull/park.h: a commit wakes a parked consumer, and a
+ * read wakes producers blocked in lull_producer_wait().
  *
  * Which calls may run concurrently (same ring):
  *
@@ -57,7 +59,8 @@
  *              a second claim on one producer)
  *   -EPERM     the handle does not hold the consumer role
  *   -ENOMEM    allocation failed
- *   -EPROTO    the memory does not hold a lull region of this layout version
+ *   -EPROTO    the memory does not hold a lull region of this layout version,
+ *              or (read, peek) a record header is corrupt
  *   -EPIPE     the ring is shut down: the one code for "closed", for
  *              producers (after a shutdown, a fatal, the last detach, or the
  *              consumer's lull_ring_close()) and for the consumer (after
@@ -312,7 +315,8 @@ int lull_mpsc_abort(struct lull_producer *prod);
  * Returns the number of records consumed (>= 1, or 0 when @fn kept the
  * first one), or -EAGAIN (no committed record), -EPIPE (shut down and the
  * poison record already consumed, or lull_ring_close() called), -EINVAL
- * (NULL, @limit 0, a peek outstanding), -EPERM (not the consumer handle).
+ * (NULL, @limit 0, a peek outstanding), -EPERM (not the consumer handle),
+ * -EPROTO (a corrupt record header).
  * The fatal and poison records end a batch.
  */
 int lull_ring_read(struct lull_ring *ring, lull_record_fn fn, void *ctx,
@@ -322,7 +326,7 @@ int lull_ring_read(struct lull_ring *ring, lull_record_fn fn, void *ctx,
  * Consumer: look at the next committed record without consuming it.  Calling
  * it again returns the same record until lull_ring_release().  The
  * consumer's thread only.  Returns 0 and fills *rec, or -EAGAIN (no
- * committed record), -EPIPE, -EINVAL, -EPERM.
+ * committed record), -EPIPE, -EINVAL, -EPERM, -EPROTO.
  */
 int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec);
 
