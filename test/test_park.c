@@ -2264,6 +2264,14 @@ static int next_cqe_to_park(struct lull_ring *ring, struct io_uring *uring,
 	return ret;
 }
 
+/* End an own-io_uring test: the io_uring, the ring, the forced backend. */
+static void own_teardown(struct lull_ring *ring, struct io_uring *uring)
+{
+	io_uring_queue_exit(uring);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+	unsetenv("LULL_BACKEND");
+}
+
 static void check_safety_net_cqes(const struct backend_case *bc)
 {
 	const uint64_t safety = 20 * NSEC_PER_MSEC;
@@ -2297,9 +2305,7 @@ static void check_safety_net_cqes(const struct backend_case *bc)
 	st = stats_of(ring);
 	cr_assert_eq(st.parks, 4, "%s: " ST_FMT, bc->name, ST_ARGS(st));
 	cr_assert_eq(park_teardown(ring, &uring), 0);
-	io_uring_queue_exit(&uring);
-	cr_assert_eq(lull_ring_destroy(ring), 0);
-	unsetenv("LULL_BACKEND");
+	own_teardown(ring, &uring);
 }
 
 static void check_cancel(const struct backend_case *bc)
@@ -2351,9 +2357,7 @@ static void check_cancel(const struct backend_case *bc)
 	cr_assert_eq(park_teardown(ring, &uring), 0);
 	cr_assert_eq(lull_producer_detach(prod), 0);
 	expect_poison_then_epipe(ring);
-	io_uring_queue_exit(&uring);
-	cr_assert_eq(lull_ring_destroy(ring), 0);
-	unsetenv("LULL_BACKEND");
+	own_teardown(ring, &uring);
 }
 
 /*
@@ -2391,9 +2395,7 @@ static void check_record_between_cqes(const struct backend_case *bc)
 	cr_assert_eq(park_teardown(ring, &uring), 0);
 	cr_assert_eq(lull_producer_detach(prod), 0);
 	expect_poison_then_epipe(ring);
-	io_uring_queue_exit(&uring);
-	cr_assert_eq(lull_ring_destroy(ring), 0);
-	unsetenv("LULL_BACKEND");
+	own_teardown(ring, &uring);
 }
 
 /* A park ended by lull_uring_park_cancel() is no safety-net expiry. */
@@ -2415,9 +2417,7 @@ static void check_cancel_not_counted(const struct backend_case *bc)
 		     "%s: a cancelled park (the safety net is 10 s) was "
 		     "counted as a safety-net expiry; " ST_FMT,
 		     bc->name, ST_ARGS(st));
-	io_uring_queue_exit(&uring);
-	cr_assert_eq(lull_ring_destroy(ring), 0);
-	unsetenv("LULL_BACKEND");
+	own_teardown(ring, &uring);
 }
 
 #define OWN_URING_TESTS(suite, bc)                                           \
@@ -2476,9 +2476,7 @@ Test(own_uring_eventfd, stale_wake_up_is_not_counted_as_a_safety_net_expiry,
 		     ST_FMT,
 		     ST_ARGS(st));
 	cr_assert_eq(park_teardown(ring, &uring), 0);
-	io_uring_queue_exit(&uring);
-	cr_assert_eq(lull_ring_destroy(ring), 0);
-	unsetenv("LULL_BACKEND");
+	own_teardown(ring, &uring);
 }
 
 /* ------------------------------------------------------------------------
