@@ -81,9 +81,16 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 		r->field_len = 0;
 		r->last_was_value = false;
 	}
-	/* Only short names matter; longer ones just never match. */
-	room = sizeof(r->field) - r->field_len;
-	memcpy(r->field + r->field_len, at, len < room ? len : room);
+	/*
+	 * Only short names matter: keep what fits and count the rest, so that
+	 * a longer name never matches.  field_len runs past the buffer for a
+	 * long name that arrives in pieces, so the room is only computed
+	 * while it is inside.
+	 */
+	if (r->field_len < sizeof(r->field)) {
+		room = sizeof(r->field) - r->field_len;
+		memcpy(r->field + r->field_len, at, len < room ? len : room);
+	}
 	r->field_len += len;
 	return 0;
 }
