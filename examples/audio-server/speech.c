@@ -51,44 +51,65 @@ void api_error_set(struct api_error *err, int status, const char *type,
 }
 
 /*
- * Code points in a UTF-8 string, or -1 when it is not valid UTF-8
- * (overlong forms, surrogates and values past U+10FFFF are invalid).
+ * The length of the valid UTF-8 sequence at @s (at most @len bytes), or 0
+ * when there is none: overlong forms, surrogates, values past U+10FFFF
+ * and sequences cut short are invalid.
  */
+static size_t utf8_sequence(const unsigned char *s, size_t len)
+{
+	unsigned c = s[0], need, min, cp;
+
+	if (c < 0x80)
+		return 1;
+	if ((c & 0xe0) == 0xc0)
+		need = 1, min = 0x80, cp = c & 0x1f;
+	else if ((c & 0xf0) == 0xe0)
+		need = 2, min = 0x800, cp = c & 0x0f;
+	else if ((c & 0xf8) == 0xf0)
+		need = 3, min = 0x10000, cp = c & 0x07;
+	else
+		return 0;
+	if (len <= need)
+		return 0;
+	for (unsigned k = 1; k <= need; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[k] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return need + 1;
+}
+
+/* Code points in a UTF-8 string, or -1 when it is not valid UTF-8. */
 static long utf8_chars(const unsigned char *s, size_t len)
 {
 	long chars = 0;
-	size_t i = 0;
+	size_t i = 0, n;
 
 	while (i < len) {
-		unsigned c = s[i], need, min, cp;
-
-		if (c < 0x80) {
-			i++;
-			chars++;
-			continue;
-		}
-		if ((c & 0xe0) == 0xc0) {
-			need = 1, min = 0x80, cp = c & 0x1f;
-		} else if ((c & 0xf0) == 0xe0) {
-			need = 2, min = 0x800, cp = c & 0x0f;
-		} else if ((c & 0xf8) == 0xf0) {
-			need = 3, min = 0x10000, cp = c & 0x07;
-		} else {
+		n = utf8_sequence(s + i, len - i);
+		if (!n)
 			return -1;
-		}
-		if (len - i <= need)
-			return -1;
-		for (unsigned k = 1; k <= need; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return -1;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return -1;
-		i += need + 1;
+		i += n;
 		chars++;
 	}
 	return chars;
+}
+
+void utf8_sanitize(char *text)
+{
+	unsigned char *s = (unsigned char *)text;
+	size_t len = strlen(text), i = 0, n;
+
+	while (i < len) {
+		n = utf8_sequence(s + i, len - i);
+		if (!n) {
+			s[i] = '?';
+			n = 1;
+		}
+		i += n;
+	}
 }
 
 static const char *json_type_name(const cJSON *item)
@@ -189,12 +210,12 @@ static int parse_voice(const cJSON *root, struct speech_request *req,
 			req->voice = v;
 			return 0;
 		}
+	/* The names are ours and fit; a longer list would just be cut. */
 	names[0] = '\0';
-	for (const struct speech_voice *v = speech_voices; v->name; v++)
-		n += (size_t)snprintf(names + n, n < sizeof(names)
-							 ? sizeof(names) - n
-							 : 0,
-				      "%s%s", n ? ", " : "", v->name);
+	for (const struct speech_voice *v = speech_voices;
+	     v->name && n < sizeof(names); v++)
+		n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
+				      n ? ", " : "", v->name);
 	api_error_set(err, 400, INVALID, "voice",
 		      "Unknown voice '%.64s'. Supported voices: %s.", voice,
 		      names);
@@ -351,8 +372,15 @@ static cJSON *error_object(const char *message, const char *type,
 			   const char *param)
 {
 	cJSON *e = cJSON_CreateObject();
+	cJSON *m = e ? cJSON_AddStringToObject(e, "message", message) : NULL;
 
-	if (!e || !cJSON_AddStringToObject(e, "message", message) ||
+	/*
+	 * Messages quote what a client sent (a voice, a path), cut to a
+	 * length that may split a character: JSON must stay valid UTF-8.
+	 */
+	if (m)
+		utf8_sanitize(m->valuestring);
+	if (!e || !m ||
 	    !cJSON_AddStringToObject(e, "type", type) ||
 	    !(param ? cJSON_AddStringToObject(e, "param", param)
 		    : cJSON_AddNullToObject(e, "param")) ||

@@ -67,6 +67,13 @@ int speech_request_parse(const char *body, size_t len,
 			 struct speech_request *req, struct api_error *err);
 void speech_request_fini(struct speech_request *req);
 
+/*
+ * Replace each byte of @text that is not part of a valid UTF-8 sequence
+ * with '?', in place: text quoted from a client, or cut short by a length
+ * limit, becomes valid UTF-8 for a JSON string.
+ */
+void utf8_sanitize(char *text);
+
 /* Fill @err; printf-style message. */
 void api_error_set(struct api_error *err, int status, const char *type,
 		   const char *param, const char *fmt, ...)
