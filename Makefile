@@ -209,7 +209,7 @@ clean:
 # The streaming text-to-speech example: its own rules and targets.
 -include examples/audio-server/audio.mk
 # make test also runs the audio example's integration test.
-test-build: $(AUDIO_BIN) $(AUDIO_LOADGEN) $(AUDIO_ASAN_BIN)
+test-build: $(AUDIO_BIN) $(AUDIO_LOADGEN) $(AUDIO_ASAN_BIN) $(FUZZ_BIN)
 
 .SECONDARY:
 

@@ -28,6 +28,15 @@ test)
 	want_command spin spin
 	# The audio example's integration test (below) needs its packages.
 	sh "$0" audio || exit 1
+	# The fuzzers of the audio example: clang with libFuzzer and its
+	# sanitizer runtimes (libclang-rt-dev follows the default clang).
+	if ! command -v clang >/dev/null 2>&1; then
+		need="$need clang libclang-rt-dev"
+	elif ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n)\n{ return 0; }\n' |
+		clang -fsanitize=fuzzer,address,undefined -x c - \
+			-o /dev/null >/dev/null 2>&1; then
+		need="$need libclang-rt-dev"
+	fi
 	# The sanitizer runtimes gcc links for -fsanitize=address,undefined,thread.
 	libdir=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 	want_file "/usr/lib/$libdir/libasan.so.8" libasan8

@@ -88,6 +88,10 @@ done
 [ -x "$B/examples/audio-server" ] && run "audio server" bash test/audio/run.sh \
 	"$B/examples/audio-server" "$B/examples/audio-loadgen" \
 	"$B/examples/audio-server-asan"
+# The audio example's HTTP reader and speech request under libFuzzer, from
+# the seed corpus, FUZZ_SECONDS each (side by side).
+[ -x "$B/fuzz/fuzz_http_reader" ] && run "fuzz (libFuzzer)" sh scripts/fuzz.sh \
+	"${FUZZ_SECONDS:-60}"
 run "install + pkg-config" install_check
 
 printf '\n'
