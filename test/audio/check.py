@@ -40,6 +40,14 @@ exits 1.  Standard library only.
                                   speed 2 is shorter than 1, 0.5 longer
   garbage HOST:PORT               malformed HTTP: each gets its 4xx/5xx
                                   status and a JSON error, then a close
+  chaos HOST:PORT SECONDS COUNT SEED
+                                  a random-garbage client for SECONDS or
+                                  COUNT connections: truncated requests,
+                                  random bytes, huge header names split
+                                  across writes, oversized URLs and
+                                  bodies, mutated requests, silent
+                                  half-open connections; the oversized
+                                  ones must get 414/431/413
   limits HOST:PORT IDLE_S         with --max-connections 2: a third
                                   connection gets 503; with --idle-timeout
                                   IDLE_S an idle connection is closed
@@ -58,6 +66,7 @@ exits 1.  Standard library only.
 import base64
 import hashlib
 import json
+import random
 import re
 import socket
 import struct
@@ -507,6 +516,144 @@ def cmd_garbage(hostport):
         if rest:
             bad(f"{what}: more after the answer: {rest!r}")
     print(f"{len(GARBAGE)} malformed requests, each answered and closed")
+
+
+# What a normal client sends, for the chaos client to cut and mutate.
+VALID = [
+    b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n"
+    b"\r\n" + b'{"input": "hi", "stream": true}'.ljust(40),
+    b"POST /v1/audio/speech HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"5\r\n{\"inp\r\n9\r\nut\": \"hi\"}\r\n0\r\n\r\n",
+    b"POST /v1/audio/speech HTTP/1.1\r\nExpect: 100-continue\r\n"
+    b"Content-Length: 15\r\n\r\n{\"input\": \"a\"}",
+]
+
+
+class Chaos:
+    """One garbage connection at a time, each of a random kind."""
+
+    def __init__(self, hostport, rng):
+        host, port = hostport.rsplit(":", 1)
+        self.addr = (host.strip("[]"), int(port))
+        self.rng = rng
+        self.kinds = {}
+        self.idle = []  # silent half-open connections, closed at the end
+
+    def connect(self):
+        s = socket.create_connection(self.addr, timeout=5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def send_pieces(self, s, data, pieces):
+        """Send DATA in PIECES writes, each its own segment."""
+        cuts = sorted(self.rng.sample(range(1, len(data)),
+                                      min(pieces, len(data)) - 1))
+        start = 0
+        try:
+            for end in cuts + [len(data)]:
+                s.sendall(data[start:end])
+                start = end
+                # Let the server receive each piece on its own.
+                time.sleep(0.0005)
+        except OSError:
+            pass  # the server answered (and closed) before the end
+
+    def answer(self, s):
+        """The status of the first response, or None (no answer)."""
+        buf = b""
+        try:
+            while b"\r\n" not in buf and len(buf) < 4096:
+                data = s.recv(4096)
+                if not data:
+                    break
+                buf += data
+        except OSError:
+            pass
+        m = re.match(rb"HTTP/1\.1 (\d{3}) ", buf)
+        return int(m.group(1)) if m else None
+
+    def expect(self, kind, s, status):
+        got = self.answer(s)
+        if got != status:
+            bad(f"{kind}: HTTP {got}, want {status}")
+
+    def one(self):
+        r = self.rng
+        kind = r.choice(["truncated", "random", "long-name", "long-url",
+                         "long-body", "long-chunked", "mutated",
+                         "pipelined-junk", "half-open"])
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        s = self.connect()
+        if kind == "truncated":
+            req = r.choice(VALID)
+            self.send_pieces(s, req[:r.randrange(1, len(req))],
+                             r.randint(1, 4))
+            if r.random() < 0.5:
+                s.shutdown(socket.SHUT_WR)
+                self.answer(s)
+        elif kind == "random":
+            self.send_pieces(s, r.randbytes(r.randint(1, 20000)),
+                             r.randint(1, 8))
+            self.answer(s)
+        elif kind == "long-name":
+            name = bytes(r.choice(b"abcxyz-") for _ in
+                         range(r.randint(9000, 30000)))
+            self.send_pieces(s, b"GET /health HTTP/1.1\r\nX-" + name +
+                             b": v\r\n\r\n", r.randint(2, 40))
+            self.expect(kind, s, 431)
+        elif kind == "long-url":
+            path = b"/" + b"a" * r.randint(2100, 7000)
+            self.send_pieces(s, b"GET " + path + b" HTTP/1.1\r\n\r\n",
+                             r.randint(1, 10))
+            self.expect(kind, s, 414)
+        elif kind == "long-body":
+            n = r.randint(65537, 200000)
+            self.send_pieces(s, b"POST /v1/audio/speech HTTP/1.1\r\n"
+                             b"Content-Length: %d\r\n\r\n" % n +
+                             b"x" * min(n, 4000), r.randint(1, 4))
+            self.expect(kind, s, 413)
+        elif kind == "long-chunked":
+            chunk = b"%x\r\n%s\r\n" % (9000, b"b" * 9000)
+            self.send_pieces(s, b"POST /v1/audio/speech HTTP/1.1\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n" +
+                             chunk * 8, r.randint(1, 30))
+            self.expect(kind, s, 413)
+        elif kind == "mutated":
+            req = bytearray(r.choice(VALID))
+            for _ in range(r.randint(1, 8)):
+                req[r.randrange(len(req))] = r.randrange(256)
+            self.send_pieces(s, bytes(req), r.randint(1, 4))
+            s.shutdown(socket.SHUT_WR)
+            self.answer(s)
+        elif kind == "pipelined-junk":
+            self.send_pieces(s, VALID[0] + r.randbytes(r.randint(1, 3000)),
+                             r.randint(1, 4))
+            self.answer(s)
+        else:  # half-open: a partial request, or nothing, then silence
+            if r.random() < 0.5:
+                s.sendall(VALID[0][:r.randrange(1, len(VALID[0]))])
+            self.idle.append(s)
+            return
+        s.close()
+
+
+def cmd_chaos(hostport, seconds, count, seed):
+    rng = random.Random(int(seed))
+    chaos = Chaos(hostport, rng)
+    deadline = time.monotonic() + float(seconds)
+    n = 0
+    while n < int(count) and time.monotonic() < deadline:
+        chaos.one()
+        n += 1
+        # Hold a few silent connections at a time, as a slow scan would.
+        while len(chaos.idle) > 16:
+            chaos.idle.pop(0).close()
+    for s in chaos.idle:
+        s.close()
+    print(f"{n} connections (seed {seed}): " +
+          ", ".join(f"{k} {v}" for k, v in sorted(chaos.kinds.items())))
 
 
 def cmd_limits(hostport, idle_s):

@@ -56,7 +56,14 @@
 #   7. audio-loadgen --ab --ab-server: both servers, the table, the plot;
 #      --server-arg-a/-b reach one side each, --ab-name-a/-b name them;
 #   8. rounds 1-5 again with the sanitizer build, whose stderr must hold
-#      no AddressSanitizer, LeakSanitizer or UBSan report.
+#      no AddressSanitizer, LeakSanitizer or UBSan report;
+#   9. the sanitizer build against a random-garbage client for
+#      AUDIO_GARBAGE_SECONDS (20) or AUDIO_GARBAGE_COUNT (3000)
+#      connections, seeded by AUDIO_GARBAGE_SEED (default: the time; the
+#      seed is printed): truncated requests, random bytes, huge header
+#      names split across writes, oversized URLs and bodies, silent
+#      half-open connections; then no sanitizer report, /health 200, a
+#      speech stream, and every connection closed.
 # Prints one "audio: N passed, N failed" line at the end; exit status 1
 # when anything failed.
 set -u
@@ -1044,6 +1051,36 @@ round_slow() { # TAG BINARY
 	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
 }
 
+# --- 9. a random-garbage client ---------------------------------------------
+# Any byte sequence, in any pieces, at any pace: the sanitizer build must
+# report nothing, and the server must still serve.
+GARBAGE_SECONDS=${AUDIO_GARBAGE_SECONDS:-20}
+GARBAGE_COUNT=${AUDIO_GARBAGE_COUNT:-3000}
+
+t_connections_back_to_zero() {
+	# The /metrics request itself is the one connection left.
+	wait_metric tts_connections == 1 10
+}
+
+round_garbage() { # TAG BINARY
+	local tag=$1 bin=$2 seed
+	seed=${AUDIO_GARBAGE_SEED:-$(date +%s)}
+	echo "round $tag: a random-garbage client"
+	check "$tag: server starts with --idle-timeout 2" \
+		start_server "garbage-$tag" "$bin" --idle-timeout 2 || return
+	check "$tag: garbage for ${GARBAGE_SECONDS} s or $GARBAGE_COUNT connections (seed $seed)" \
+		timeout $((GARBAGE_SECONDS + 60)) $CHECK chaos \
+		"${SRV_URL#http://}" "$GARBAGE_SECONDS" "$GARBAGE_COUNT" "$seed"
+	check "$tag: no sanitizer report after the garbage" \
+		t_stderr_clean "$SRV_ERR"
+	check "$tag: GET /health answers 200" t_health
+	check "$tag: a speech request still streams" t_raw_stream
+	check "$tag: every garbage connection closed" \
+		t_connections_back_to_zero
+	check "$tag: SIGTERM: exit 0 at once" t_stop 15
+	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
+}
+
 # --- 6. limits and options ---------------------------------------------------
 round_limits() { # TAG BINARY
 	local tag=$1 bin=$2
@@ -1216,7 +1253,8 @@ done
 
 # AUDIO_ROUNDS="basics slow ..." runs only those rounds (the names below);
 # a partial run says so, and is never silent about what it left out.
-ROUNDS="loadgen basics fault variants realtime slow limits options ab asan"
+ROUNDS="loadgen basics fault variants realtime slow limits options ab"
+ROUNDS="$ROUNDS asan garbage"
 want() {
 	case " ${AUDIO_ROUNDS:-$ROUNDS} " in *" $1 "*) return 0 ;; esac
 	return 1
@@ -1270,6 +1308,15 @@ else
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}
 	export UBSAN_OPTIONS=print_stacktrace=1:${UBSAN_OPTIONS:-}
 	server_rounds asan "$ASAN_SERVER"
+fi
+if want garbage; then
+	if [ ! -x "$ASAN_SERVER" ]; then
+		bad "garbage: $ASAN_SERVER is not built"
+	else
+		export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}
+		export UBSAN_OPTIONS=print_stacktrace=1:${UBSAN_OPTIONS:-}
+		round_garbage garbage "$ASAN_SERVER"
+	fi
 fi
 
 echo "audio: took $((($(now_ms) - T0) / 1000)) s"
