@@ -181,7 +181,7 @@ alive() {
 # waits (20 s at most) for its "listening on HOST:PORT" line.  Sets
 # SRV_PID, SRV_URL, SRV_ERR (its stderr).
 start_server() {
-	local name=$1 bin=$2 line i
+	local name=$1 bin=$2 line i running
 	shift 2
 	SRV_ERR=$T/$name.err
 	SRV_URL=""
@@ -192,6 +192,10 @@ start_server() {
 	SRV_PID=$!
 	PIDS="$PIDS $SRV_PID"
 	for i in $(seq 200); do
+		# Alive before the read: a server that prints its line and
+		# exits at once (--fault engine) is still read, not missed.
+		running=0
+		alive "$SRV_PID" && running=1
 		if IFS= read -r line <"$T/$name.out"; then
 			case $line in
 			"listening on "*)
@@ -205,7 +209,7 @@ start_server() {
 				;;
 			esac
 		fi
-		alive "$SRV_PID" || break
+		[ "$running" = 1 ] || break
 		sleep 0.1
 	done
 	echo "$bin --port 0 $*: no 'listening on' line"
