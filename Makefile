@@ -1,7 +1,8 @@
 # lull - lock-free rings whose consumer parks and wakes through io_uring.
 #
 # make            the libraries, lull.pc and the examples, under build/
-# make test       install what the tests need, then run every suite
+# make test       install what the tests need, then run the library's suites
+# make check      make test, plus the examples' integration tests and fuzzers
 # make demo       install what the demo needs, then a 1 ms poll against
 #                 lull parked: latency and idle cost (about 35 s)
 # make tour       the same packages, then examples/ring_tour
@@ -65,8 +66,8 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(B)/examples/%)
 PERF_SRC := $(wildcard perf/*.c)
 PERF_BIN := $(PERF_SRC:perf/%.c=$(B)/perf/%)
 
-.PHONY: all lib test test-build demo tour bench install uninstall clean \
-	deps-test deps-demo deps-bench
+.PHONY: all lib test test-build check check-build demo tour bench install \
+	uninstall clean deps-test deps-check deps-demo deps-bench
 
 all: lib $(EXAMPLE_BIN)
 lib: $(SHLIB) $(STLIB) $(PCFILE)
@@ -129,12 +130,21 @@ test-build: lib $(UNIT_BIN) $(ASAN_UNIT_BIN) $(STRESS_BIN) $(TSAN_STRESS_BIN) \
 
 deps-test:
 	$(Q)sh scripts/deps.sh test
+deps-check:
+	$(Q)sh scripts/deps.sh check
 
-# Builds first (after installing what is missing), then runs every suite
-# even when one fails, and ends with one "N passed, N failed" line.
+# The library's own checks: builds first (after installing what is
+# missing), then runs every suite even when one fails, and ends with one
+# "N passed, N failed" line.
 test: deps-test
 	$(Q)$(MAKE) --no-print-directory test-build
-	$(Q)sh scripts/run-tests.sh
+	$(Q)sh scripts/run-tests.sh test
+
+# make test, plus the examples' integration tests and fuzzers (the audio
+# server and its page in headless Chromium): what CI runs.
+check: deps-check
+	$(Q)$(MAKE) --no-print-directory test-build check-build
+	$(Q)sh scripts/run-tests.sh check
 
 # --- examples, demo, perf ------------------------------------------------
 $(B)/examples/%: examples/%.c $(STLIB)
@@ -208,8 +218,8 @@ clean:
 
 # The streaming text-to-speech example: its own rules and targets.
 -include examples/audio-server/audio.mk
-# make test also runs the audio example's integration test.
-test-build: $(AUDIO_BIN) $(AUDIO_LOADGEN) $(AUDIO_ASAN_BIN) $(FUZZ_BIN)
+# make check also runs the audio example's integration test and fuzzers.
+check-build: $(AUDIO_BIN) $(AUDIO_LOADGEN) $(AUDIO_ASAN_BIN) $(FUZZ_BIN)
 
 .SECONDARY:
 

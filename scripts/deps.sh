@@ -26,10 +26,18 @@ build) ;;
 test)
 	want_pkgconfig criterion libcriterion-dev
 	want_command spin spin
-	# The audio example's integration test (below) needs its packages.
+	# The sanitizer runtimes gcc links for -fsanitize=address,undefined,thread.
+	libdir=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+	want_file "/usr/lib/$libdir/libasan.so.8" libasan8
+	want_file "/usr/lib/$libdir/libubsan.so.1" libubsan1
+	want_file "/usr/lib/$libdir/libtsan.so.2" libtsan2
+	;;
+check)
+	# make test's packages, the audio example's, and for its fuzzers clang
+	# with libFuzzer and its sanitizer runtimes (libclang-rt-dev follows
+	# the default clang).
+	sh "$0" test || exit 1
 	sh "$0" audio || exit 1
-	# The fuzzers of the audio example: clang with libFuzzer and its
-	# sanitizer runtimes (libclang-rt-dev follows the default clang).
 	if ! command -v clang >/dev/null 2>&1; then
 		need="$need clang libclang-rt-dev"
 	elif ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n)\n{ return 0; }\n' |
@@ -37,11 +45,6 @@ test)
 			-o /dev/null >/dev/null 2>&1; then
 		need="$need libclang-rt-dev"
 	fi
-	# The sanitizer runtimes gcc links for -fsanitize=address,undefined,thread.
-	libdir=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-	want_file "/usr/lib/$libdir/libasan.so.8" libasan8
-	want_file "/usr/lib/$libdir/libubsan.so.1" libubsan1
-	want_file "/usr/lib/$libdir/libtsan.so.2" libtsan2
 	;;
 demo)
 	# make demo (perf/handoff) and make tour (examples/ring_tour) need
@@ -67,7 +70,7 @@ bench)
 	want_command python3 python3
 	;;
 *)
-	echo "usage: $0 build|test|demo|bench|audio" >&2
+	echo "usage: $0 build|test|check|demo|bench|audio" >&2
 	exit 2
 	;;
 esac

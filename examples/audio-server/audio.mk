@@ -84,7 +84,7 @@ audio-serve: audio-deps
 
 # --- fuzzers: the HTTP reader and the speech request, under libFuzzer -----
 # make fuzz            both targets for FUZZ_SECONDS each (default 60), from
-#                      the seed corpus (test/fuzz/seeds.py); make test runs it
+#                      the seed corpus (test/fuzz/seeds.py); make check runs it
 # make fuzz FUZZ_SECONDS=3600   a long run; new inputs go to $(B)/fuzz/corpus
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined \
@@ -106,6 +106,6 @@ $(B)/fuzz/fuzz_speech_request: test/fuzz/fuzz_speech_request.c \
 		$(shell pkg-config --libs libcjson libsodium) -lhttp_parser -lm
 
 .PHONY: fuzz
-fuzz: deps-test
+fuzz: deps-check
 	$(Q)$(MAKE) --no-print-directory $(FUZZ_BIN)
 	$(Q)sh scripts/fuzz.sh $(FUZZ_SECONDS)
