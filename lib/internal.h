@@ -167,7 +167,9 @@ struct lull_region {
 /*
  * Producers and the consumer all live in the creating process, which is
  * registered for membarrier(2): the park barrier is asymmetric (see
- * lull__notify()).
+ * lull__notify()).  Decided once, when the region is created: without it
+ * (caller memory, or a registration that failed) both sides fence, and
+ * neither side ever changes mode later.
  */
 #define LULL_REGION_ASYM_BARRIER 1u
 
@@ -463,15 +465,27 @@ static inline void lull__space_notify(struct lull_region *region)
 		lull__space_wake(region);
 }
 
-/* Consumer: the park barrier, the mirror of lull__notify()'s. */
-void lull__park_barrier(struct lull_ring *ring);
+/*
+ * The heavy side of a barrier pair: a seq_cst fence, and where @asym (the
+ * other side has only a compiler barrier) membarrier(2) as well.  Returns
+ * 0, or membarrier's error: then the pair is broken and the caller must
+ * not sleep on it (never a silent fall back to the fence alone, which
+ * pairs with nothing on the other side).
+ */
+int lull__barrier_heavy(bool asym);
 
 /*
- * Consumer: announce a park of kind @how, barrier, re-check.  Returns true
- * when the consumer may sleep; false (park word reset) when a record
- * arrived meanwhile.
+ * Consumer: the park barrier, the mirror of lull__notify()'s.  Returns 0
+ * or a negative errno, as lull__barrier_heavy().
  */
-bool lull__park_begin(struct lull_ring *ring, uint32_t how);
+int lull__park_barrier(struct lull_ring *ring);
+
+/*
+ * Consumer: announce a park of kind @how, barrier, re-check.  Returns 1
+ * when the consumer may sleep; 0 (park word reset) when a record arrived
+ * meanwhile; a negative errno (park word reset) when the barrier failed.
+ */
+int lull__park_begin(struct lull_ring *ring, uint32_t how);
 
 /*
  * Consumer: the park is over.  Returns true when the consumer reset the
@@ -487,11 +501,31 @@ bool lull__park_end(struct lull_ring *ring);
  */
 bool lull__park_finish(struct lull_ring *ring, bool timed_out);
 
-/* How long a timed-out consumer lets an in-flight producer claim a wake. */
+/*
+ * How long a consumer whose opt-in safety net fired lets an in-flight
+ * producer claim the wake-up before counting a lost one.
+ */
 #define LULL_PARK_CLAIM_GRACE_NS (200u * 1000u)
+
+/*
+ * A duration this long or longer (about 292 years) is no timeout at all:
+ * the waits take it as "forever" instead of converting it, so that no
+ * conversion of a caller's or a config's duration can overflow.
+ */
+#define LULL_NS_FOREVER ((uint64_t)INT64_MAX)
 
 /* Time now on CLOCK_MONOTONIC, in ns. */
 uint64_t lull__now_ns(void);
+
+/* @now + @timeout_ns, saturated at UINT64_MAX (no deadline). */
+uint64_t lull__deadline_ns(uint64_t now, uint64_t timeout_ns);
+
+/*
+ * The safety net a consumer uses: @configured_ns when not 0, else the
+ * process default: off (0) unless the environment variable
+ * LULL_SAFETY_NET_MS sets one (read once).
+ */
+uint64_t lull__safety_ns(uint64_t configured_ns);
 
 /*
  * Consumer: spin on the ring for up to ring->spin_ns (adaptive: see

@@ -101,9 +101,10 @@ LULL_EXPORT int lull_loop_create(struct lull_loop **loopp,
 	/* The loop has no adaptive spin: LULL_PARK_SPIN_ADAPTIVE parks at once. */
 	loop->spin_ns = cfg->spin_ns == LULL_PARK_SPIN_ADAPTIVE ? 0 : cfg->spin_ns;
 	loop->coalesce_ns = cfg->coalesce_ns;
-	loop->safety_ns = cfg->safety_timeout_ns
-				  ? cfg->safety_timeout_ns
-				  : LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
+	/* 0: no safety net, unless LULL_SAFETY_NET_MS sets one. */
+	loop->safety_ns = lull__safety_ns(cfg->safety_timeout_ns);
+	if (loop->safety_ns >= LULL_NS_FOREVER)
+		loop->safety_ns = 0;
 	atomic_init(&loop->stop_requests, 0);
 	/*
 	 * Blocking: an io_uring read of a non-blocking file fails with -EAGAIN
@@ -477,6 +478,15 @@ static int op_cancel_ask(struct lull_loop *loop, struct loop_op *op)
  * Ask every user op in flight whose ctx is @ctx (any ctx when @all) to be
  * cancelled, once each.  Returns how many were asked, or the first error.
  */
+/* Whether a stop has an op in flight left to cancel (ops_cancel()). */
+static bool ops_to_cancel(const struct lull_loop *loop)
+{
+	for (struct loop_op *op = loop->all_ops; op; op = op->all_next)
+		if (op->in_flight && op->fn && !op->cancel_asked)
+			return true;
+	return false;
+}
+
 static int ops_cancel(struct lull_loop *loop, void *ctx, bool all)
 {
 	int asked = 0, ret;
@@ -506,7 +516,9 @@ static int timer_arm(struct lull_loop *loop, struct lull_loop_timer *timer,
 	struct io_uring_sqe *sqe;
 
 	if (!loop->has_uring) {
-		timer->deadline_ns = lull__now_ns() + delay_ns;
+		/* Saturated: UINT64_MAX is a deadline that never comes. */
+		timer->deadline_ns = lull__deadline_ns(lull__now_ns(),
+						       delay_ns);
 		return 0;
 	}
 	sqe = uring_sqe(loop);
@@ -749,8 +761,12 @@ static void uring_arm_read(struct lull_loop *loop, bool *armed, int fd,
 	*armed = true;
 }
 
-/* Make sure every ring's park word has a futex wait in flight. */
-static void uring_arm_futexes(struct lull_loop *loop)
+/*
+ * Make sure every ring's park word has a futex wait in flight.  Returns
+ * false when one could not be armed (no SQE even after a submit): the
+ * loop must not sleep on that ring then.
+ */
+static bool uring_arm_futexes(struct lull_loop *loop)
 {
 	struct io_uring_sqe *sqe;
 
@@ -761,12 +777,13 @@ static void uring_arm_futexes(struct lull_loop *loop)
 			continue;
 		sqe = uring_sqe(loop);
 		if (!sqe)
-			return; /* the safety net covers this park */
+			return false;
 		lull__prep_futex_wait(sqe, &lr->ring->region->park,
 				      LULL_PARK_FUTEX);
 		io_uring_sqe_set_data64(sqe, loop_tag(lr, TAG_RING));
 		lr->futex_armed = true;
 	}
+	return true;
 }
 
 /* While busy: submit what callbacks queued and reap what completed. */
@@ -787,11 +804,13 @@ static void uring_poll(struct lull_loop *loop)
 
 /*
  * The park handshake of park.c for every ring at once: announce on each,
- * one barrier, re-check each.  Returns true when the loop may sleep.
+ * one barrier, re-check each.  Returns 1 when the loop may sleep, 0 when
+ * it may not, or the barrier's error (every ring awake again).
  */
-static bool park_begin(struct lull_loop *loop, uint32_t how)
+static int park_begin(struct lull_loop *loop, uint32_t how)
 {
 	unsigned i;
+	int ret;
 
 	for (i = 0; i < loop->nrings; i++)
 		/* announce; ordered before the re-check by the barrier */
@@ -802,10 +821,12 @@ static bool park_begin(struct lull_loop *loop, uint32_t how)
 	 * fence for rings whose producers fence too, and membarrier for those
 	 * whose producers rely on it (it also orders this thread).
 	 */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (loop->any_asym)
-		LULL_SYSCALL(syscall(SYS_membarrier,
-				     MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0));
+	ret = lull__barrier_heavy(loop->any_asym);
+	if (ret < 0) {
+		for (i = 0; i < loop->nrings; i++)
+			lull__park_end(loop->rings[i]->ring);
+		return ret;
+	}
 	/* recheck; a stop request counts as work */
 	for (i = 0; i < loop->nrings; i++)
 		if (lull__ring_readable(loop->rings[i]->ring))
@@ -813,14 +834,14 @@ static bool park_begin(struct lull_loop *loop, uint32_t how)
 	if (i == loop->nrings && !stop_pending(loop)) {
 		for (i = 0; i < loop->nrings; i++)
 			lull__count(&loop->rings[i]->ring->region->parks);
-		return true;
+		return 1;
 	}
 	for (i = 0; i < loop->nrings; i++) {
 		lull__park_end(loop->rings[i]->ring);
 		lull__count(&loop->rings[i]->ring->region->park_cancels);
 	}
 	loop->stats.park_cancels++;
-	return false;
+	return 0;
 }
 
 /* The park is over: every ring awake again, the safety net accounted. */
@@ -839,26 +860,36 @@ static int park_uring(struct lull_loop *loop)
 		.tv_sec = (int64_t)(loop->safety_ns / 1000000000u),
 		.tv_nsec = (long long)(loop->safety_ns % 1000000000u),
 	};
+	/* No safety net (the default): the wait has no timeout at all. */
+	struct __kernel_timespec *tsp = loop->safety_ns ? &ts : NULL;
 	bool futex = loop->backend == LULL_BACKEND_URING_FUTEX;
+	unsigned wait_nr = 1;
 	int ret;
 
-	if (!park_begin(loop, futex ? LULL_PARK_FUTEX : LULL_PARK_EVENTFD))
-		return 0;
-	if (futex)
-		uring_arm_futexes(loop);
+	ret = park_begin(loop, futex ? LULL_PARK_FUTEX : LULL_PARK_EVENTFD);
+	if (ret <= 0)
+		return ret;
+	/*
+	 * A ring without its futex wait would sleep unwatched: submit and
+	 * reap instead of sleeping, and park again on the next pass.
+	 */
+	if (futex && !uring_arm_futexes(loop))
+		wait_nr = 0;
 	uring_arm_read(loop, &loop->kick_armed, loop->kick_fd, &loop->kick_buf,
 		       sizeof(loop->kick_buf), TAG_KICK);
 	uring_arm_read(loop, &loop->sig_armed, loop->sigfd, &loop->sigbuf,
 		       sizeof(loop->sigbuf), TAG_SIGNAL);
 	/* sleep: one system call submits everything and waits */
-	ret = lull__uring_submit_wait(&loop->uring, 1, &ts, loop->no_iowait);
+	ret = lull__uring_submit_wait(&loop->uring, wait_nr, tsp,
+				      loop->no_iowait);
 	/*
 	 * An enter that also submitted returns the count submitted, not
 	 * -ETIME, when its wait times out: an empty completion queue after
 	 * it is the timeout too.
 	 */
-	park_end(loop, ret == -ETIME ||
-			       (ret >= 0 && !io_uring_cq_ready(&loop->uring)));
+	park_end(loop, tsp && wait_nr &&
+			       (ret == -ETIME ||
+				(ret >= 0 && !io_uring_cq_ready(&loop->uring))));
 	if (ret == -ETIME || ret == -EINTR || ret == -EBUSY || ret >= 0)
 		return 0;
 	return ret;
@@ -866,8 +897,10 @@ static int park_uring(struct lull_loop *loop)
 
 static int park_epoll(struct lull_loop *loop)
 {
-	uint64_t timeout = loop->safety_ns, next, now;
-	bool safety = true;
+	/* No safety net (the default): no timeout but the loop's own. */
+	uint64_t timeout = loop->safety_ns ? loop->safety_ns : UINT64_MAX;
+	uint64_t next, now;
+	bool safety = loop->safety_ns != 0;
 	int ret;
 
 	next = lull__epoll_next_deadline(loop);
@@ -882,7 +915,10 @@ static int park_epoll(struct lull_loop *loop)
 			safety = false;
 		}
 	}
-	if (!park_begin(loop, LULL_PARK_EVENTFD)) {
+	ret = park_begin(loop, LULL_PARK_EVENTFD);
+	if (ret < 0)
+		return ret;
+	if (!ret) {
 		ret = lull__epoll_wait(loop, 0);
 		return ret < 0 && ret != -EINTR ? ret : 0;
 	}
@@ -897,7 +933,7 @@ static int park_epoll(struct lull_loop *loop)
  */
 static bool spin_for_records(struct lull_loop *loop)
 {
-	uint64_t deadline = lull__now_ns() + loop->spin_ns;
+	uint64_t deadline = lull__deadline_ns(lull__now_ns(), loop->spin_ns);
 
 	do {
 		if (stop_pending(loop))
@@ -1006,6 +1042,15 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 				break;
 			continue;
 		}
+		/*
+		 * A stopping loop with no rings left never parks on what a
+		 * pass just ended: with its last op done it returns, and ops
+		 * that callbacks queued meanwhile it cancels first (nothing
+		 * else would end them, with no timer of lull's own).
+		 */
+		if (loop->stopping && !loop->nrings &&
+		    (!loop->ops_in_flight || ops_to_cancel(loop)))
+			continue;
 		if (loop->spin_ns && spin_for_records(loop))
 			continue;
 		/*

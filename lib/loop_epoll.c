@@ -215,10 +215,17 @@ static void op_start(struct lull_loop *loop, struct loop_op *op)
 		return;
 	case IORING_OP_TIMEOUT:
 		ts = (const struct __kernel_timespec *)(uintptr_t)sqe->addr;
-		op->deadline_ns = (uint64_t)ts->tv_sec * 1000000000u +
-				  (uint64_t)ts->tv_nsec;
+		/* Saturated: a huge timeout is one that never fires. */
+		op->deadline_ns =
+			ts->tv_sec < 0 ? 0
+			: (uint64_t)ts->tv_sec >= UINT64_MAX / 1000000000u
+				? UINT64_MAX
+				: lull__deadline_ns((uint64_t)ts->tv_sec *
+							    1000000000u,
+						    (uint64_t)ts->tv_nsec);
 		if (!(sqe->timeout_flags & IORING_TIMEOUT_ABS))
-			op->deadline_ns += lull__now_ns();
+			op->deadline_ns = lull__deadline_ns(lull__now_ns(),
+							    op->deadline_ns);
 		if (!op->deadline_ns)
 			op->deadline_ns = 1;
 		op_wait(loop, op);
@@ -327,13 +334,18 @@ static void fire_due(struct lull_loop *loop)
 int lull__epoll_wait(struct lull_loop *loop, uint64_t timeout_ns)
 {
 	struct epoll_event events[EPOLL_BATCH];
-	uint64_t timeout_ms = (timeout_ns + 999999) / 1000000;
+	/*
+	 * Rounded up to whole ms without overflow: a wait is never shorter
+	 * than asked (0 stays a poll); UINT64_MAX waits without a timeout.
+	 */
+	uint64_t timeout_ms = timeout_ns / 1000000 + !!(timeout_ns % 1000000);
 	uint64_t drain;
 	long n;
 
 	n = LULL_SYSCALL(epoll_wait(loop->epfd, events, EPOLL_BATCH,
-				    timeout_ms > INT_MAX ? INT_MAX
-							 : (int)timeout_ms));
+				    timeout_ns == UINT64_MAX ? -1
+				    : timeout_ms > INT_MAX   ? INT_MAX
+							     : (int)timeout_ms));
 	if (n < 0)
 		return (int)n; /* -EINTR: a signal, not the safety net */
 	for (long i = 0; i < n; i++) {

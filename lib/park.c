@@ -12,6 +12,7 @@
  */
 #include <ck_pr.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
@@ -31,15 +32,63 @@ uint64_t lull__now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t lull__deadline_ns(uint64_t now, uint64_t timeout_ns)
+{
+	return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+}
+
+/*
+ * The safety net's length when the caller configured none: off, unless
+ * LULL_SAFETY_NET_MS asks for one (a diagnostic: every park then ends
+ * after that long, and counts a lost wake-up if a record was waiting).
+ * Read once per process.
+ */
+static uint64_t safety_env_ns;
+static pthread_once_t safety_env_once = PTHREAD_ONCE_INIT;
+
+static void safety_env_read(void)
+{
+	const char *s = getenv("LULL_SAFETY_NET_MS");
+	uint64_t ms = 0;
+
+	if (!s)
+		return;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (ms > (UINT64_MAX - 9) / 10) {
+			ms = UINT64_MAX;
+			break;
+		}
+		ms = ms * 10 + (uint64_t)(*s - '0');
+	}
+	if (*s && ms != UINT64_MAX) /* not a number: ignored */
+		return;
+	safety_env_ns = ms > UINT64_MAX / 1000000u ? UINT64_MAX
+						     : ms * 1000000u;
+}
+
+uint64_t lull__safety_ns(uint64_t configured_ns)
+{
+	if (configured_ns)
+		return configured_ns;
+	pthread_once(&safety_env_once, safety_env_read);
+	return safety_env_ns;
+}
+
+/*
+ * Wait while the word holds @expected, at most @timeout_ns; LULL_NS_FOREVER
+ * or more waits without a timeout (so no conversion can overflow).
+ */
 static long futex_wait(_Atomic uint32_t *word, uint32_t expected,
 		       uint64_t timeout_ns)
 {
-	struct timespec ts = {
-		.tv_sec = (time_t)(timeout_ns / 1000000000u),
-		.tv_nsec = (long)(timeout_ns % 1000000000u),
-	};
+	struct timespec ts, *tsp = NULL;
 
-	return LULL_SYSCALL(syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts,
+	if (timeout_ns < LULL_NS_FOREVER) {
+		ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
+		ts.tv_nsec = (long)(timeout_ns % 1000000000u);
+		tsp = &ts;
+	}
+	return LULL_SYSCALL(syscall(SYS_futex, word, FUTEX_WAIT, expected, tsp,
 				    NULL, 0));
 }
 
@@ -160,21 +209,40 @@ int lull__ring_eventfd(struct lull_ring *ring)
 	return 0;
 }
 
-void lull__park_barrier(struct lull_ring *ring)
+int lull__barrier_heavy(bool asym)
 {
 	/*
-	 * membarrier cannot fail once the process registered, but if it ever
-	 * did, neither side would have a barrier: fall back to the fence.
+	 * Symmetric: the other side fences too, so a fence here completes
+	 * the pair (C11 fence-to-fence ordering).
 	 */
-	if (!(ring->region->flags & LULL_REGION_ASYM_BARRIER) ||
-	    LULL_SYSCALL(syscall(SYS_membarrier,
-				 MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)) < 0)
-		atomic_thread_fence(memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!asym)
+		return 0;
+	/*
+	 * Asymmetric: the other side has only a compiler barrier, so a fence
+	 * here orders nothing of theirs; only membarrier(2), which runs a
+	 * full barrier on every CPU running one of our threads, restores the
+	 * handshake.  The mode was fixed when the region was created, after
+	 * the registration succeeded, so this cannot fail in a sane process;
+	 * if it ever does (a seccomp filter installed later), no barrier on
+	 * this side would be correct, and the caller must not sleep: the
+	 * error goes to whoever asked to park.
+	 */
+	return (int)LULL_SYSCALL(syscall(SYS_membarrier,
+					 MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0,
+					 0));
 }
 
-bool lull__park_begin(struct lull_ring *ring, uint32_t how)
+int lull__park_barrier(struct lull_ring *ring)
+{
+	return lull__barrier_heavy(ring->region->flags &
+				   LULL_REGION_ASYM_BARRIER);
+}
+
+int lull__park_begin(struct lull_ring *ring, uint32_t how)
 {
 	struct lull_region *region = ring->region;
+	int ret;
 
 	/* announce.  Ordered before the re-check by the barrier below. */
 	atomic_store_explicit(&region->park, how, memory_order_relaxed);
@@ -183,15 +251,19 @@ bool lull__park_begin(struct lull_ring *ring, uint32_t how)
 	 * store above and a producer's commit cannot both be missed: see the
 	 * comment there.
 	 */
-	lull__park_barrier(ring);
+	ret = lull__park_barrier(ring);
+	if (ret < 0) {
+		lull__park_end(ring);
+		return ret;
+	}
 	/* recheck */
 	if (lull__ring_readable(ring)) {
 		lull__park_end(ring);
 		lull__count(&region->park_cancels);
-		return false;
+		return 0;
 	}
 	lull__count(&region->parks);
-	return true;
+	return 1;
 }
 
 bool lull__park_end(struct lull_ring *ring)
@@ -215,12 +287,16 @@ bool lull__park_finish(struct lull_ring *ring, bool timed_out)
 	if (!timed_out)
 		return lull__park_end(ring);
 	/*
-	 * unpark after the safety net fired.  Readability is read before the
-	 * exchange: a record committed after it was announced to an awake
-	 * consumer, not lost.  A producer may also be between its commit and
-	 * its wake_claim right now; give it a moment to claim the wake-up
-	 * before calling this a lost one (the Promela model shows both
-	 * windows).
+	 * unpark after the (opt-in) safety net fired.  Readability is read
+	 * before the exchange: a record committed after it was announced to
+	 * an awake consumer, not lost.  A producer may also be between its
+	 * commit and its wake_claim right now; give it a moment to claim the
+	 * wake-up before calling this a lost one (the Promela model shows
+	 * both windows).  This grace only keeps the diagnostic count honest:
+	 * without a safety net no park ends on a timer of lull's own, and
+	 * such a producer's late claim finds the consumer awake (its CAS
+	 * fails) or parked again (a spare wake-up), never a record left
+	 * behind, since the consumer re-checks after every park.
 	 */
 	readable = lull__ring_readable(ring);
 	if (readable) {
@@ -246,14 +322,13 @@ bool lull__park_finish(struct lull_ring *ring, bool timed_out)
 LULL_EXPORT int lull_ring_park_config(struct lull_ring *ring,
 				      const struct lull_park_config *cfg)
 {
-	if (!ring || (cfg && cfg->safety_timeout_ns == 0))
+	if (!ring)
 		return -EINVAL;
 	if (!ring->is_consumer)
 		return -EPERM;
 	ring->spin_ns = cfg ? cfg->spin_ns : LULL_PARK_SPIN_DEFAULT_NS;
 	ring->streaming = false;
-	ring->safety_ns = cfg ? cfg->safety_timeout_ns
-			      : LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
+	ring->safety_ns = lull__safety_ns(cfg ? cfg->safety_timeout_ns : 0);
 	return 0;
 }
 
@@ -290,7 +365,7 @@ bool lull__spin_for_record(struct lull_ring *ring)
 	}
 	if (!window)
 		return false;
-	deadline = lull__now_ns() + window;
+	deadline = lull__deadline_ns(lull__now_ns(), window);
 	for (;;) {
 		/* Read the clock only every 8 polls: it costs more than one. */
 		for (int i = 0; i < 8; i++) {
@@ -315,7 +390,7 @@ bool lull__spin_for_record(struct lull_ring *ring)
 
 LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 {
-	uint64_t deadline = 0, slice, now;
+	uint64_t deadline = UINT64_MAX, slice, now;
 	bool timed_out, safety_slice;
 	long ret;
 
@@ -332,13 +407,19 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 	if (timeout_ns == 0)
 		return -ETIMEDOUT;
 	if (timeout_ns > 0)
-		deadline = lull__now_ns() + (uint64_t)timeout_ns;
+		deadline = lull__deadline_ns(lull__now_ns(),
+					     (uint64_t)timeout_ns);
 	if (lull__spin_for_record(ring))
 		return 0;
 	for (;;) {
-		slice = ring->safety_ns;
-		safety_slice = true;
-		if (timeout_ns > 0) {
+		/*
+		 * The sleep lasts until a producer wakes us, unless the
+		 * caller's deadline or the opt-in safety net ends it sooner:
+		 * with neither, no timer at all.
+		 */
+		slice = ring->safety_ns ? ring->safety_ns : LULL_NS_FOREVER;
+		safety_slice = ring->safety_ns != 0;
+		if (deadline != UINT64_MAX) {
 			now = lull__now_ns();
 			if (now >= deadline)
 				return -ETIMEDOUT;
@@ -347,7 +428,10 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 				safety_slice = false;
 			}
 		}
-		if (!lull__park_begin(ring, LULL_PARK_FUTEX)) {
+		ret = lull__park_begin(ring, LULL_PARK_FUTEX);
+		if (ret < 0)
+			return (int)ret;
+		if (!ret) {
 			/* A record came while we announced: a stream. */
 			ring->streaming = true;
 			return 0;
@@ -391,8 +475,9 @@ LULL_EXPORT int lull_producer_wait(struct lull_producer *prod, size_t len,
 				   int64_t timeout_ns)
 {
 	struct lull_region *region;
-	uint64_t size, deadline = 0, slice, now;
+	uint64_t size, deadline = UINT64_MAX, slice, now;
 	uint32_t seq;
+	int ret;
 
 	if (!prod)
 		return -EINVAL;
@@ -403,7 +488,8 @@ LULL_EXPORT int lull_producer_wait(struct lull_producer *prod, size_t len,
 	region = prod->region;
 	size = lull__align8(LULL_RECORD_HEADER_SIZE + len);
 	if (timeout_ns > 0)
-		deadline = lull__now_ns() + (uint64_t)timeout_ns;
+		deadline = lull__deadline_ns(lull__now_ns(),
+					     (uint64_t)timeout_ns);
 	for (;;) {
 		if (producer_wait_closed(prod))
 			return -EPIPE;
@@ -411,13 +497,17 @@ LULL_EXPORT int lull_producer_wait(struct lull_producer *prod, size_t len,
 			return 0;
 		if (timeout_ns == 0)
 			return -ETIMEDOUT;
-		slice = LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
-		if (timeout_ns > 0) {
+		/*
+		 * No slice of our own: the consumer's read and a shutdown
+		 * both wake us (the handshake below), so only the caller's
+		 * timeout bounds the sleep.
+		 */
+		slice = LULL_NS_FOREVER;
+		if (deadline != UINT64_MAX) {
 			now = lull__now_ns();
 			if (now >= deadline)
 				return -ETIMEDOUT;
-			if (deadline - now < slice)
-				slice = deadline - now;
+			slice = deadline - now;
 		}
 		/* Acquire: pairs with the release bump in lull__space_wake(). */
 		seq = atomic_load_explicit(&region->space_seq,
@@ -432,11 +522,13 @@ LULL_EXPORT int lull_producer_wait(struct lull_producer *prod, size_t len,
 		 */
 		atomic_fetch_add_explicit(&region->space_waiters, 1,
 					  memory_order_seq_cst);
-		atomic_thread_fence(memory_order_seq_cst);
-		if (prod->asym_barrier)
-			LULL_SYSCALL(syscall(SYS_membarrier,
-					     MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-					     0, 0));
+		ret = lull__barrier_heavy(prod->asym_barrier);
+		if (ret < 0) {
+			/* No barrier: sleeping could miss the consumer. */
+			atomic_fetch_sub_explicit(&region->space_waiters, 1,
+						  memory_order_relaxed);
+			return ret;
+		}
 		if (!producer_wait_closed(prod) &&
 		    !producer_has_room(prod, size))
 			/* Returns at once if the word moved since we read it. */

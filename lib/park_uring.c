@@ -2,8 +2,9 @@
 /*
  * park_uring.c - parking a ring's consumer on the caller's own io_uring:
  * the handshake of park.c, with the sleep being an SQE (a futex wait on the
- * park word, or a read of the ring's eventfd) linked to a safety-net
- * timeout, both carrying the caller's user_data.
+ * park word, or a read of the ring's eventfd), linked to a safety-net
+ * timeout only when one is configured (opt-in), all carrying the caller's
+ * user_data.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ LULL_EXPORT int lull_uring_park_arm(struct lull_ring *ring,
 				    uint64_t user_data)
 {
 	struct io_uring_sqe *wait, *timeout;
+	bool safety;
 	int backend, ret;
 
 	ret = consumer_check(ring);
@@ -55,7 +57,9 @@ LULL_EXPORT int lull_uring_park_arm(struct lull_ring *ring,
 		return -EBUSY;
 	if (lull__ring_done(ring))
 		return -EPIPE;
-	if (io_uring_sq_space_left(uring) < 2)
+	/* The wait, and its link timeout when a safety net is on. */
+	safety = ring->safety_ns && ring->safety_ns < LULL_NS_FOREVER;
+	if (io_uring_sq_space_left(uring) < (safety ? 2u : 1u))
 		return -EBUSY;
 	backend = uring_backend(ring);
 	if (backend == LULL_BACKEND_URING_EVENTFD) {
@@ -66,27 +70,32 @@ LULL_EXPORT int lull_uring_park_arm(struct lull_ring *ring,
 	ring->uring_user_data = user_data;
 	ring->uring_armed_once = true;
 	ring->uring_cancelled = false;
-	if (!lull__park_begin(ring, backend == LULL_BACKEND_URING_FUTEX
-					    ? LULL_PARK_FUTEX
-					    : LULL_PARK_EVENTFD))
-		return 1;
+	ret = lull__park_begin(ring, backend == LULL_BACKEND_URING_FUTEX
+					     ? LULL_PARK_FUTEX
+					     : LULL_PARK_EVENTFD);
+	if (ret <= 0)
+		return ret < 0 ? ret : 1;
 
 	wait = io_uring_get_sqe(uring);
-	timeout = io_uring_get_sqe(uring);
 	if (backend == LULL_BACKEND_URING_FUTEX)
 		lull__prep_futex_wait(wait, &ring->region->park,
 				      LULL_PARK_FUTEX);
 	else
 		io_uring_prep_read(wait, ring->eventfd, &ring->eventfd_buf,
 				   sizeof(ring->eventfd_buf), 0);
-	wait->flags |= IOSQE_IO_LINK;
 	io_uring_sqe_set_data64(wait, user_data);
-	ring->uring_timeout.tv_sec = (int64_t)(ring->safety_ns / 1000000000u);
-	ring->uring_timeout.tv_nsec =
-		(long long)(ring->safety_ns % 1000000000u);
-	io_uring_prep_link_timeout(timeout, &ring->uring_timeout, 0);
-	io_uring_sqe_set_data64(timeout, user_data);
-	ring->uring_pending = 2;
+	ring->uring_pending = 1;
+	if (safety) {
+		wait->flags |= IOSQE_IO_LINK;
+		timeout = io_uring_get_sqe(uring);
+		ring->uring_timeout.tv_sec =
+			(int64_t)(ring->safety_ns / 1000000000u);
+		ring->uring_timeout.tv_nsec =
+			(long long)(ring->safety_ns % 1000000000u);
+		io_uring_prep_link_timeout(timeout, &ring->uring_timeout, 0);
+		io_uring_sqe_set_data64(timeout, user_data);
+		ring->uring_pending = 2;
+	}
 	ring->uring_sleeping = true;
 	ring->uring_armed_ns = lull__now_ns();
 	return 0;
@@ -111,6 +120,7 @@ LULL_EXPORT int lull_uring_park_cqe(struct lull_ring *ring,
 		 */
 		ring->uring_sleeping = false;
 		lull__park_finish(ring, !ring->uring_cancelled &&
+						ring->safety_ns &&
 						lull__now_ns() - ring->uring_armed_ns >=
 							ring->safety_ns);
 	}
@@ -137,6 +147,14 @@ LULL_EXPORT int lull_uring_park_drain(struct lull_ring *ring,
 		}
 		if (ret == 0) /* the handler kept a record: stop here */
 			return total;
+		/*
+		 * -EPIPE: the poison was delivered (in this call or before),
+		 * and nothing will ever complete on this park again.  Said
+		 * even after records were delivered, so that a CQE loop never
+		 * waits for a park that will not be armed.
+		 */
+		if (ret == -EPIPE)
+			return ret;
 		if (ret != -EAGAIN)
 			return total ? total : ret;
 		if (ring->uring_pending || ring->uring_cancelled ||

@@ -147,8 +147,13 @@ static bool closure_final_tail(struct lull_ring *ring, uint32_t state,
 		 * producer busy, or its next state check sees the shutdown.
 		 * Acquire pairs with spsc_leave()'s release of busy.
 		 */
-		lull__park_barrier(ring);
-		if (atomic_load_explicit(&region->busy, memory_order_acquire))
+		/*
+		 * A failed barrier (see lull__barrier_heavy()) proves
+		 * nothing: not final yet, and the park that follows reports
+		 * the error.
+		 */
+		if (lull__park_barrier(ring) < 0 ||
+		    atomic_load_explicit(&region->busy, memory_order_acquire))
 			return false;
 	}
 	/*

@@ -53,7 +53,7 @@ static int handle_new(struct lull_ring **ringp, struct lull_region *region)
 	 */
 	ring->head = atomic_load_explicit(&region->head, memory_order_acquire);
 	ring->spin_ns = LULL_PARK_SPIN_DEFAULT_NS;
-	ring->safety_ns = LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS;
+	ring->safety_ns = lull__safety_ns(0);
 	ring->eventfd = -1;
 	*ringp = ring;
 	return 0;

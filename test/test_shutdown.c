@@ -747,7 +747,8 @@ static void consume_uring(struct consumer *c)
 	if (ret == 1)
 		ret = lull_uring_park_drain(c->ring, &c->uring, consumer_take,
 					    c, c->limit);
-	if (ret < 0) {
+	/* -EPIPE from the drain that delivered the poison: the end. */
+	if (ret < 0 && !(ret == -EPIPE && c->sink.poisons)) {
 		consumer_fail(c, "arming the park returned %d", ret);
 		return;
 	}
@@ -775,7 +776,17 @@ static void consume_uring(struct consumer *c)
 			continue;
 		ret = lull_uring_park_drain(c->ring, &c->uring, consumer_take,
 					    c, c->limit);
-		if (ret < 0) {
+		/*
+		 * The drain that delivers the poison says -EPIPE: nothing
+		 * is armed, and no CQE will come.  Before the poison, any
+		 * error is one.
+		 */
+		if (ret == -EPIPE && !c->sink.poisons) {
+			consumer_fail(c, "lull_uring_park_drain returned "
+					 "-EPIPE without the poison");
+			return;
+		}
+		if (ret < 0 && ret != -EPIPE) {
 			consumer_fail(c, "lull_uring_park_drain returned %d "
 					 "before the poison", ret);
 			return;

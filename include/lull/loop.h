@@ -7,10 +7,11 @@
  * read, timeouts, ...), fires timers, and turns SIGTERM/SIGINT into a
  * callback.  When nothing is ready it parks: every attached ring is told
  * (park word, one barrier for all, one re-check of all), then one
- * io_uring_enter() sleeps until a producer, an I/O completion, a timer, a
- * signal, lull_loop_stop() or the safety net wakes it.  An idle loop makes
- * no system call and burns no CPU; a producer's commit to a ring whose loop
- * is awake costs one load and no system call.
+ * io_uring_enter() (or epoll_wait()) sleeps until a producer, an I/O
+ * completion, a timer, a signal or lull_loop_stop() wakes it; lull arms no
+ * timeout of its own (the safety net is an opt-in diagnostic).  An idle
+ * loop makes no system call and burns no CPU; a producer's commit to a
+ * ring whose loop is awake costs one load and no system call.
  *
  * Backends (see lull/park.h): URING_FUTEX (each ring's park word has a
  * futex wait in flight; Linux 6.7+), URING_EVENTFD (producers write the
@@ -55,7 +56,12 @@ struct lull_loop_config {
 	uint64_t spin_ns;          /* poll the rings this long before parking;
 				      0 (or LULL_PARK_SPIN_ADAPTIVE, which
 				      the loop does not do): park at once */
-	uint64_t safety_timeout_ns; /* 0: LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS */
+	uint64_t safety_timeout_ns; /* opt-in diagnostic: a park lasts at
+				       most this long (counted in
+				       safety_timeouts); 0: none, unless the
+				       environment sets LULL_SAFETY_NET_MS
+				       (lull/park.h); INT64_MAX or more:
+				       none */
 	/*
 	 * After a pass that handled records, sleep up to this long before
 	 * parking, without announcing a park: producers that commit meanwhile

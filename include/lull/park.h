@@ -11,8 +11,13 @@
  * producer whose clear succeeds makes the wake-up system call.  So:
  *   - a producer makes no system call while the consumer is awake;
  *   - a burst of commits to a parked consumer costs one wake-up;
- *   - no wake-up is lost, and every park still carries a safety-net timeout
- *     that turns a protocol bug into counted latency instead of a hang.
+ *   - no wake-up is lost, so a park needs no timer: an idle consumer makes
+ *     no wake-up and no system call for as long as nothing arrives.  A
+ *     safety-net timeout (a diagnostic, off by default) can be switched
+ *     on per ring or loop (safety_timeout_ns) or for the whole process
+ *     with the environment variable LULL_SAFETY_NET_MS (milliseconds,
+ *     read once); every park then ends after that long, and a park it
+ *     ends with a record waiting is counted as a lost wake-up.
  *
  * How the consumer sleeps is its backend:
  *   LULL_BACKEND_URING_FUTEX    io_uring IORING_OP_FUTEX_WAIT on the park
@@ -65,8 +70,11 @@ enum lull_backend {
 #define LULL_PARK_SPIN_ADAPTIVE UINT64_MAX
 #define LULL_PARK_ADAPTIVE_SPIN_NS (10ull * 1000)
 
-/* Defaults of struct lull_park_config. */
-#define LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS (500ull * 1000 * 1000)
+/*
+ * Defaults of struct lull_park_config.  The safety net is off by default
+ * (0): an idle consumer never wakes on a timer of lull's own.
+ */
+#define LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS 0ull
 #define LULL_PARK_SPIN_DEFAULT_NS LULL_PARK_SPIN_ADAPTIVE
 
 struct lull_park_config {
@@ -77,9 +85,11 @@ struct lull_park_config {
 	 */
 	uint64_t spin_ns;
 	/*
-	 * The longest a park may last before the consumer looks at the ring
-	 * again on its own; > 0.  A correct program never needs it: see the
-	 * safety_timeouts counter.
+	 * The safety net, an opt-in diagnostic: the longest a park may last
+	 * before the consumer looks at the ring again on its own.  0 (the
+	 * default): none, unless LULL_SAFETY_NET_MS sets one for the
+	 * process; INT64_MAX or more: none.  A correct program never needs
+	 * it: see the safety_timeouts counter.
 	 */
 	uint64_t safety_timeout_ns;
 };
@@ -130,8 +140,8 @@ int lull_backend_probe(void);
 
 /*
  * Set the consumer's spin and safety-net timeout.  NULL restores the
- * defaults.  The consumer's thread.  Returns 0, -EINVAL (NULL ring, zero
- * safety_timeout_ns), -EPERM (not the consumer handle).
+ * defaults.  The consumer's thread.  Returns 0, -EINVAL (NULL ring),
+ * -EPERM (not the consumer handle).
  */
 int lull_ring_park_config(struct lull_ring *ring,
 			  const struct lull_park_config *cfg);
@@ -144,13 +154,16 @@ int lull_ring_stats(const struct lull_ring *ring, struct lull_ring_stats *st);
 
 /*
  * Block the calling (consumer) thread until the ring has a committed
- * record, at most @timeout_ns (< 0: no limit; safety-net timeouts are
- * handled inside and never returned).  Spins first if configured, then
- * parks with a futex wait (LULL_BACKEND_BLOCKING).  Returns 0 when a record
- * (or after a shutdown the fatal or poison record) is readable, -EPIPE once
- * the poison was consumed, -ETIMEDOUT, -EINVAL, -EPERM (not the consumer
- * handle), -EBUSY (attached to a loop, or a park on an io_uring is armed
- * for this ring).
+ * record, at most @timeout_ns (< 0: no limit; 0: only check; any value
+ * up to INT64_MAX is honoured; an opt-in safety net's expiries are handled
+ * inside and never returned).  Spins first if configured, then parks with
+ * a futex wait (LULL_BACKEND_BLOCKING), with no timer unless @timeout_ns or
+ * the safety net asks for one.  Returns 0 when a record (or after a
+ * shutdown the fatal or poison record) is readable, -EPIPE once the poison
+ * was consumed, -ETIMEDOUT, -EINVAL, -EPERM (not the consumer handle),
+ * -EBUSY (attached to a loop, or a park on an io_uring is armed for this
+ * ring), or the error of membarrier(2) should the park barrier fail (the
+ * consumer never sleeps without it).
  */
 int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
 
@@ -164,7 +177,10 @@ int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
  * reads while nobody waits.  Room is a hint for MPSC producers (another may take it first:
  * write, and wait again on -EAGAIN).  The producer's thread.  Returns 0
  * (room now), -EPIPE (the ring is shut down), -ETIMEDOUT, -EINVAL,
- * -EMSGSIZE (@len never fits), -EBUSY (the producer holds a claim).
+ * -EMSGSIZE (@len never fits), -EBUSY (the producer holds a claim), or the
+ * error of membarrier(2) should its barrier fail.  Without a timeout it
+ * sleeps until the consumer frees room or the ring shuts down: no
+ * periodic re-check.
  */
 int lull_producer_wait(struct lull_producer *prod, size_t len,
 		       int64_t timeout_ns);
@@ -174,13 +190,14 @@ int lull_producer_wait(struct lull_producer *prod, size_t len,
  * and submits it.  Backend URING_FUTEX when the kernel has it, else
  * URING_EVENTFD (LULL_BACKEND may force either).
  *
- * lull_uring_park_arm: run the handshake and queue the park (two SQEs: the
- *   wait and its safety-net link timeout, both with @user_data) without
- *   submitting.  Returns 0 (armed), 1 (a record is readable now: nothing
- *   was queued; drain, then arm again), -EPIPE (the poison record was
- *   consumed: nothing will come), -EALREADY (armed already), -EBUSY
- *   (fewer than two free SQEs), -EINVAL, -EPERM, or an error from setting
- *   up the eventfd.
+ * lull_uring_park_arm: run the handshake and queue the park without
+ *   submitting: one SQE, the wait, with @user_data; two when a safety net
+ *   is on (the wait and its link timeout, both with @user_data).  Returns
+ *   0 (armed), 1 (a record is readable now: nothing was queued; drain,
+ *   then arm again), -EPIPE (the poison record was consumed: nothing will
+ *   come), -EALREADY (armed already), -EBUSY (too few free SQEs),
+ *   -EINVAL, -EPERM, an error from setting up the eventfd, or the error of
+ *   membarrier(2) should the park barrier fail.
  *
  * lull_uring_park_cqe: whether @cqe belongs to this ring's park (it has
  *   the park's user_data).  Returns 0 when not ours, 1 when ours: the park
@@ -188,11 +205,16 @@ int lull_producer_wait(struct lull_producer *prod, size_t len,
  *   which reads what arrived and re-arms.
  *
  * lull_uring_park_drain: read every readable record into @fn (batches of
- *   @limit), then re-arm the park once both of its CQEs are in.  A handler
+ *   @limit), then re-arm the park once all of its CQEs are in.  A handler
  *   that keeps a record (LULL_READ_KEEP) ends the drain without re-arming:
  *   call it again when ready, or nothing will wake the consumer.  Returns
- *   the number of records read (>= 0), or a negative error from reading or
- *   arming (-EPIPE once the poison record was consumed).
+ *   the number of records read (>= 0: the park is armed, or will be by
+ *   the drain after its last CQE), -EPIPE once the poison record was
+ *   consumed, also by the drain that delivered it and whatever records
+ *   came before it (every one of them went to @fn: stop waiting for this
+ *   park; only CQEs of it still in flight remain to pass to
+ *   lull_uring_park_cqe()), or another negative error from reading or
+ *   arming.
  *
  * lull_uring_park_cancel: queue a cancel of an armed park (its CQEs still
  *   arrive and must go through lull_uring_park_cqe before the ring handle

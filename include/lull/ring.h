@@ -50,14 +50,32 @@
  *                                 |                      |  producer of this
  *                                 |                      |  handle detached
  *
- * Errors are negative errno values (see lull_strerror() in lull.h):
+ * Errors are negative errno values.  The codes lull gives a meaning of its
+ * own, across every header, with the text lull_strerror() (lull.h) returns
+ * for each, word for word (test_ring checks the two agree); any other code
+ * keeps its system meaning:
+ *   -EINVAL    invalid argument
+ *   -EAGAIN    ring full or empty, try again
+ *   -EMSGSIZE  record larger than the ring's maximum payload
+ *   -EBUSY     busy: a role or claim is taken, the submission queue is
+ *              full, or the park, loop or handler is already set up or
+ *              running
+ *   -EPERM     not permitted: not the consumer handle, not the producer's
+ *              own thread, or io_uring disabled in this process
+ *   -ENOMEM    out of memory
+ *   -EPROTO    not a lull region of this layout version, or corrupt
+ *   -EPIPE     ring shut down
+ *   -EALREADY  already done: a park is armed, or a fatal was reported
+ *   -ENOENT    not found: nothing armed, attached or pending
+ * In the rings:
  *   -EINVAL    a bad argument (NULL, bad capacity, reserved type, wrong
  *              topology, unaligned or too small memory)
  *   -EAGAIN    the ring is full (producer) or empty (consumer)
  *   -EMSGSIZE  the record is larger than lull_ring_max_payload()
  *   -EBUSY     the role is taken (a second SPSC producer, a second consumer,
  *              a second claim on one producer)
- *   -EPERM     the handle does not hold the consumer role
+ *   -EPERM     the handle does not hold the consumer role, or a producer
+ *              bound to its thread is detached from another
  *   -ENOMEM    allocation failed
  *   -EPROTO    the memory does not hold a lull region of this layout version,
  *              or (read, peek) a record header is corrupt
