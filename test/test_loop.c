@@ -43,6 +43,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2993,4 +2994,75 @@ LOOP_TEST(stats_count_delivered_records_and_completions, .timeout = 10)
 		check_eq(lull_ring_destroy(rings[i]), 0);
 	}
 	loop_free(s.loop);
+}
+
+/* --- timeouts at their extremes --------------------------------------- */
+
+struct extreme_timer {
+	unsigned fired;
+	bool far_fired;
+};
+
+static void extreme_fired(struct lull_loop *loop, void *ctx)
+{
+	struct extreme_timer *t = ctx;
+
+	(void)loop;
+	t->fired++;
+}
+
+static void far_timer_fired(struct lull_loop *loop, void *ctx)
+{
+	(void)loop;
+	*(bool *)ctx = true;
+}
+
+/*
+ * Every duration a loop takes is converted without overflow: a safety net
+ * of 1 ns, INT64_MAX or UINT64_MAX, and timers of 0, 1 ns, INT64_MAX and
+ * UINT64_MAX.  The short ones fire, the long ones never do, and an idle
+ * loop with a huge safety net sleeps instead of spinning (it spun with
+ * UINT64_MAX on epoll: 2.77 million parks in 2 s).
+ */
+LOOP_TEST(timeouts_of_0_1ns_int64_max_and_uint64_max_are_converted_safely,
+	  .timeout = 10)
+{
+	static const uint64_t nets[] = { 1, INT64_MAX, UINT64_MAX };
+	static const uint64_t delays[] = { 0, 1 };
+	enum lull_backend backend = use_backend(backendp);
+	struct extreme_timer t = { 0 };
+	struct lull_loop_stats st;
+	struct __kernel_timespec ts;
+	struct lull_loop *loop;
+	bool far_fired = false;
+
+	for (size_t n = 0; n < ARRAY_SIZE(nets); n++) {
+		loop = loop_new(backend, nets[n]);
+		t.fired = 0;
+		for (size_t d = 0; d < ARRAY_SIZE(delays); d++)
+			check_eq(lull_loop_timer(loop, delays[d], 0,
+						 extreme_fired, &t, NULL),
+				 0);
+		check_eq(lull_loop_timer(loop, INT64_MAX, 0, far_timer_fired,
+					 &far_fired, NULL),
+			 0);
+		check_eq(lull_loop_timer(loop, UINT64_MAX, 0, far_timer_fired,
+					 &far_fired, NULL),
+			 0);
+		/* 300 ms idle (nothing but the far timers), then stop. */
+		stop_after(loop, &ts, 300 * MS);
+		run_loop(loop);
+		st = loop_stats(loop);
+		check(t.fired == 2, "safety net %" PRIu64 " ns: %u of the "
+		      "2 short timers fired", nets[n], t.fired);
+		check(!far_fired, "safety net %" PRIu64 " ns: a timer of "
+		      "INT64_MAX or UINT64_MAX ns fired", nets[n]);
+		if (nets[n] != 1)
+			check(st.parks <= 10 && st.safety_timeouts == 0,
+			      "safety net %" PRIu64 " ns: %" PRIu64 " parks, "
+			      "%" PRIu64 " safety-net expiries in 300 ms "
+			      "idle: the loop spins",
+			      nets[n], st.parks, st.safety_timeouts);
+		loop_free(loop);
+	}
 }

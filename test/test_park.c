@@ -81,6 +81,8 @@
 
 /* The region layout: the park word, to observe and to fake a lost wake. */
 #include "internal.h"
+/* The loop's state: its safety net. */
+#include "loop_internal.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -2874,6 +2876,17 @@ static void *write_when_parked(void *arg)
 	return (void *)(intptr_t)write_msg(prod, false, 0, 0);
 }
 
+/* Read one batch once a producer waits for room. */
+static void *read_when_waited(void *arg)
+{
+	struct lull_ring *ring = arg;
+
+	while (!atomic_load_explicit(&ring->region->space_waiters,
+				     memory_order_relaxed))
+		sched_yield();
+	return (void *)(intptr_t)(lull_ring_read(ring, consume_any, NULL, 4) < 1);
+}
+
 /*
  * membarrier(2) registration fails (a seccomp profile that denies it):
  * the region records the symmetric barrier when it is created, its
@@ -3149,4 +3162,134 @@ Test(process, io_uring_blocked_by_seccomp_falls_back_to_epoll,
      .timeout = WATCHDOG_S)
 {
 	run_in_child(seccomp_child, 20, "io_uring blocked by seccomp");
+}
+
+/* ------------------------------------------------------------------------
+ * Timeouts at their extremes, and the safety net's environment variable
+ */
+
+/*
+ * lull_ring_wait() and lull_producer_wait() with 0, 1 ns, INT64_MAX: the
+ * first two time out at once, the last sleeps until the other side acts
+ * (a late producer, a read), never on a wrapped deadline.
+ */
+Test(park, wait_timeouts_of_0_1ns_and_int64_max_are_converted_safely,
+     .timeout = WATCHDOG_S)
+{
+	struct lull_ring *ring = new_ring(LULL_RING_SPSC, 4096);
+	struct lull_producer *prod;
+	void *thread_ret;
+	pthread_t thread;
+	unsigned written;
+
+	cr_assert_eq(lull_ring_wait(ring, 0), -ETIMEDOUT);
+	cr_assert_eq(lull_ring_wait(ring, 1), -ETIMEDOUT);
+	cr_assert_eq(park_word(ring), LULL_PARK_AWAKE);
+	cr_assert_eq(lull_producer_attach(ring, 0, &prod), 0);
+	cr_assert_eq(pthread_create(&thread, NULL, write_when_parked, prod), 0);
+	cr_assert_eq(lull_ring_wait(ring, INT64_MAX), 0);
+	join_or_fail(thread, 10, "the late producer");
+	cr_assert_eq(lull_ring_read(ring, consume_any, NULL, 16), 1);
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+
+	ring = new_ring(LULL_RING_MPSC, 4096);
+	prod = fill_ring(ring, &written);
+	cr_assert_eq(lull_producer_wait(prod, sizeof(struct msg), 0),
+		     -ETIMEDOUT);
+	cr_assert_eq(lull_producer_wait(prod, sizeof(struct msg), 1),
+		     -ETIMEDOUT);
+	cr_assert_eq(pthread_create(&thread, NULL, read_when_waited, ring), 0);
+	cr_assert_eq(lull_producer_wait(prod, sizeof(struct msg), INT64_MAX),
+		     0);
+	join_or_fail(thread, 10, "the late reader");
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+	(void)thread_ret;
+}
+
+/*
+ * A safety net of 1 ns, INT64_MAX and UINT64_MAX: the first ends every
+ * park at once (idle re-checks), the others are no timer at all (the park
+ * on an io_uring is its wait alone) and never overflow a conversion.
+ */
+Test(park, safety_nets_of_1ns_int64_max_and_uint64_max_are_converted_safely,
+     .timeout = WATCHDOG_S)
+{
+	static const uint64_t nets[] = { INT64_MAX, UINT64_MAX };
+	struct lull_park_config cfg = { .safety_timeout_ns = 1 };
+	struct lull_ring *ring = new_ring(LULL_RING_SPSC, 4096);
+	struct lull_producer *prod;
+	struct lull_ring_stats st;
+	struct io_uring uring;
+	pthread_t thread;
+
+	cr_assert_eq(lull_ring_park_config(ring, &cfg), 0);
+	cr_assert_eq(lull_ring_wait(ring, 20 * NSEC_PER_MSEC), -ETIMEDOUT);
+	st = stats_of(ring);
+	cr_assert_geq(st.idle_timeouts, 1, ST_FMT, ST_ARGS(st));
+	cr_assert_eq(st.safety_timeouts, 0, ST_FMT, ST_ARGS(st));
+	cr_assert_eq(lull_producer_attach(ring, 0, &prod), 0);
+	own_uring_init(&uring, 8);
+	for (size_t i = 0; i < ARRAY_SIZE(nets); i++) {
+		cfg.safety_timeout_ns = nets[i];
+		cr_assert_eq(lull_ring_park_config(ring, &cfg), 0);
+		cr_assert_eq(lull_uring_park_arm(ring, &uring, PARK_UD), 0);
+		cr_assert_eq(io_uring_sq_ready(&uring), 1,
+			     "a safety net of %" PRIu64 " ns armed a timeout",
+			     nets[i]);
+		cr_assert_eq(park_teardown(ring, &uring), 0);
+		cr_assert_eq(pthread_create(&thread, NULL, write_when_parked,
+					    prod),
+			     0);
+		cr_assert_eq(lull_ring_wait(ring, -1), 0);
+		join_or_fail(thread, 10, "the late producer");
+		cr_assert_eq(lull_ring_read(ring, consume_any, NULL, 16), 1);
+	}
+	io_uring_queue_exit(&uring);
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+/* LULL_SAFETY_NET_MS switches the net on for rings and loops alike. */
+static int safety_env_child(char *why, size_t len)
+{
+	struct lull_loop *loop;
+	struct lull_ring *ring;
+	struct io_uring uring;
+
+	(void)why;
+	(void)len;
+	CHILD_CHECK(setenv("LULL_SAFETY_NET_MS", "250", 1) == 0, "setenv");
+	CHILD_CHECK(lull_ring_create(&ring, 4096, LULL_RING_SPSC) == 0,
+		    "lull_ring_create");
+	CHILD_CHECK(ring->safety_ns == 250 * NSEC_PER_MSEC,
+		    "the ring's safety net is %" PRIu64 " ns", ring->safety_ns);
+	CHILD_CHECK(io_uring_queue_init(8, &uring, 0) == 0, "io_uring");
+	CHILD_CHECK(lull_uring_park_arm(ring, &uring, PARK_UD) == 0, "arm");
+	CHILD_CHECK(io_uring_sq_ready(&uring) == 2, "no link timeout armed");
+	CHILD_CHECK(park_teardown(ring, &uring) == 0, "teardown");
+	io_uring_queue_exit(&uring);
+	CHILD_CHECK(lull_ring_wait(ring, 600 * (int64_t)NSEC_PER_MSEC) ==
+			    -ETIMEDOUT,
+		    "wait");
+	CHILD_CHECK(stats_of(ring).idle_timeouts >= 2,
+		    "the 250 ms net fired %" PRIu64 " times in 600 ms",
+		    stats_of(ring).idle_timeouts);
+	CHILD_CHECK(lull_loop_create(&loop, NULL) == 0, "lull_loop_create");
+	CHILD_CHECK(loop->safety_ns == 250 * NSEC_PER_MSEC,
+		    "the loop's safety net is %" PRIu64 " ns", loop->safety_ns);
+	CHILD_CHECK(lull_loop_destroy(loop) == 0, "lull_loop_destroy");
+	/* Read once: a later change does not count. */
+	CHILD_CHECK(setenv("LULL_SAFETY_NET_MS", "0", 1) == 0, "setenv");
+	CHILD_CHECK(lull_ring_park_config(ring, NULL) == 0, "config");
+	CHILD_CHECK(ring->safety_ns == 250 * NSEC_PER_MSEC, "read again");
+	CHILD_CHECK(lull_ring_destroy(ring) == 0, "lull_ring_destroy");
+	return CHILD_OK;
+}
+
+Test(process, lull_safety_net_ms_switches_the_safety_net_on,
+     .timeout = WATCHDOG_S)
+{
+	run_in_child(safety_env_child, 20, "LULL_SAFETY_NET_MS");
 }

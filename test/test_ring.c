@@ -805,39 +805,107 @@ Test(lull, version_matches_header, .timeout = 10)
 	cr_assert_str_eq(lull_version(), LULL_VERSION_STRING);
 }
 
-static const int documented_errors[] = {
-	EINVAL, EAGAIN, EMSGSIZE, EBUSY, EPERM, ENOMEM, EPROTO,
+static const struct {
+	const char *name;
+	int code;
+} error_names[] = {
+	{ "EINVAL", EINVAL },	  { "EAGAIN", EAGAIN }, { "EMSGSIZE", EMSGSIZE },
+	{ "EBUSY", EBUSY },	  { "EPERM", EPERM },	{ "ENOMEM", ENOMEM },
+	{ "EPROTO", EPROTO },	  { "EPIPE", EPIPE },	{ "EALREADY", EALREADY },
+	{ "ENOENT", ENOENT },
 };
 
-#define NDOCUMENTED (sizeof(documented_errors) / sizeof(documented_errors[0]))
+#define NERROR_NAMES (sizeof(error_names) / sizeof(error_names[0]))
 
-Test(lull, strerror_describes_every_documented_error, .timeout = 10)
+/* Append the words of @text to @out, one space between any two. */
+static void append_words(char *out, size_t size, const char *text)
 {
-	const char *s, *t;
-	size_t i, j;
+	size_t len = strlen(out);
 
-	for (i = 0; i < NDOCUMENTED; i++) {
-		int e = documented_errors[i];
-
-		s = lull_strerror(-e);
-		cr_assert_not_null(s, "lull_strerror(%d) is NULL", -e);
-		cr_assert_str_not_empty(s, "lull_strerror(%d) is empty", -e);
-		t = lull_strerror(e);
-		cr_assert_not_null(t, "lull_strerror(%d) is NULL", e);
-		cr_assert_str_eq(s, t, "lull_strerror(%d) and (%d) differ", e,
-				 -e);
-		for (j = 0; j < i; j++)
-			cr_assert_str_neq(s,
-					  lull_strerror(-documented_errors[j]),
-					  "errors %d and %d read the same", -e,
-					  -documented_errors[j]);
+	for (; *text; text++) {
+		if (*text == ' ' || *text == '\t' || *text == '\n') {
+			if (len && out[len - 1] != ' ' && len + 1 < size)
+				out[len++] = ' ';
+			continue;
+		}
+		if (len + 1 < size)
+			out[len++] = *text;
 	}
-	s = lull_strerror(0);
-	cr_assert_not_null(s);
-	cr_assert_str_not_empty(s);
-	s = lull_strerror(-EPIPE);
-	cr_assert_not_null(s);
-	cr_assert_str_not_empty(s);
+	out[len] = '\0';
+}
+
+/*
+ * The error table in lull/ring.h, which says what each code means across
+ * every header, and lull_strerror() agree word for word: the header is
+ * what a caller reads, the string what a caller prints.  Every code in the
+ * table is one lull gives a meaning of its own, distinct from the others.
+ */
+Test(lull, strerror_says_what_the_headers_document, .timeout = 10)
+{
+	char path[512], line[256], texts[NERROR_NAMES][512];
+	bool seen[NERROR_NAMES] = { false }, in_table = false;
+	const char *src = __FILE__, *slash = strrchr(src, '/');
+	int current = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%.*s/../include/lull/ring.h",
+		 slash ? (int)(slash - src) : 1, slash ? src : ".");
+	f = fopen(path, "r");
+	if (!f)
+		cr_skip_test("%s: %s (run from the source tree)", path,
+			     strerror(errno));
+	memset(texts, 0, sizeof(texts));
+	while (fgets(line, sizeof(line), f)) {
+		char name[16], *rest;
+
+		if (strstr(line, " * Errors are negative errno values")) {
+			in_table = true;
+			continue;
+		}
+		if (!in_table)
+			continue;
+		if (strstr(line, " * In the rings:"))
+			break;
+		if (sscanf(line, " *   -%15[A-Z]", name) == 1) {
+			current = -1;
+			for (size_t i = 0; i < NERROR_NAMES; i++)
+				if (!strcmp(name, error_names[i].name))
+					current = (int)i;
+			cr_assert_geq(current, 0,
+				      "the table documents -%s, which this "
+				      "test does not know", name);
+			seen[current] = true;
+			rest = strchr(line, '-') + 1 + strlen(name);
+			append_words(texts[current], sizeof(texts[0]), rest);
+		} else if (current >= 0 && strncmp(line, " *      ", 8) == 0) {
+			append_words(texts[current], sizeof(texts[0]),
+				     line + 2);
+		}
+	}
+	fclose(f);
+	cr_assert(in_table, "no error table in %s", path);
+	for (size_t i = 0; i < NERROR_NAMES; i++) {
+		const char *s = lull_strerror(-error_names[i].code);
+		char want[512];
+
+		cr_assert(seen[i], "-%s is not in the table of %s",
+			  error_names[i].name, path);
+		snprintf(want, sizeof(want), "%s", texts[i]);
+		/* Trim the trailing space the last line leaves. */
+		if (*want && want[strlen(want) - 1] == ' ')
+			want[strlen(want) - 1] = '\0';
+		cr_assert_str_eq(s, want,
+				 "lull_strerror(-%s) is \"%s\"; the header "
+				 "documents \"%s\"",
+				 error_names[i].name, s, want);
+		cr_assert_str_eq(s, lull_strerror(error_names[i].code));
+		for (size_t j = 0; j < i; j++)
+			cr_assert_str_neq(s, lull_strerror(-error_names[j].code),
+					  "-%s and -%s read the same",
+					  error_names[i].name,
+					  error_names[j].name);
+	}
+	cr_assert_str_not_empty(lull_strerror(0));
 }
 
 Test(lull, strerror_handles_unknown_values, .timeout = 10)
@@ -854,11 +922,11 @@ Test(lull, strerror_handles_unknown_values, .timeout = 10)
 		cr_assert_not_null(s, "lull_strerror(%d) is NULL", unknown[i]);
 		cr_assert_str_not_empty(s, "lull_strerror(%d) is empty",
 					unknown[i]);
-		for (j = 0; j < NDOCUMENTED; j++)
+		for (j = 0; j < NERROR_NAMES; j++)
 			cr_assert_str_neq(s,
-					  lull_strerror(-documented_errors[j]),
+					  lull_strerror(-error_names[j].code),
 					  "unknown %d reads like %d",
-					  unknown[i], -documented_errors[j]);
+					  unknown[i], -error_names[j].code);
 	}
 }
 
