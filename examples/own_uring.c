@@ -5,7 +5,10 @@
  * The service here owns its io_uring and a periodic timeout (its "own
  * work").  A worker thread feeds a lull MPSC ring; the ring's park is one
  * more request on the service's ring, with the service's user_data, so one
- * io_uring_submit_and_wait() sleeps on both.  No polling, no extra thread.
+ * io_uring_submit_and_wait() sleeps on both.  No polling, no extra thread,
+ * and no timer of lull's own: while nothing arrives the park makes no
+ * wake-up.  The worker's detach ends the ring; the drain that delivers its
+ * poison record returns -EPIPE, and the service stops waiting for it.
  *
  * Build against an installed lull:
  *     cc -O2 own_uring.c $(pkg-config --cflags --libs lull) -luring -pthread
@@ -20,7 +23,7 @@
 #include <lull.h>
 
 #define TAG_TICK 1
-#define TAG_LULL 2 /* the ring's park: both of its CQEs carry this */
+#define TAG_LULL 2 /* the ring's park: every CQE of it carries this */
 
 struct worker {
 	struct lull_ring *ring;
@@ -54,8 +57,9 @@ static int on_record(const struct lull_record *rec, void *ctx)
 {
 	long *received = ctx;
 
-	(void)rec;
-	(*received)++;
+	/* The poison record (type LULL_TYPE_POISON) ends the ring: no data. */
+	if (rec->type == 1)
+		(*received)++;
 	return LULL_READ_CONTINUE;
 }
 
@@ -76,6 +80,7 @@ int main(int argc, char **argv)
 	struct io_uring uring;
 	long received = 0, ticks = 0;
 	unsigned head, seen;
+	int ended = 0;
 	pthread_t thread;
 	int ret;
 
@@ -90,9 +95,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "park: %s\n", lull_strerror(ret));
 		return 1;
 	}
-	pthread_create(&thread, NULL, work, &w);
+	if (pthread_create(&thread, NULL, work, &w) != 0) {
+		fprintf(stderr, "pthread_create failed\n");
+		return 1;
+	}
 
-	while (received < w.records) {
+	while (!ended) {
 		ret = io_uring_submit_and_wait(&uring, 1);
 		if (ret < 0 && ret != -EINTR) {
 			fprintf(stderr, "wait: %s\n", lull_strerror(ret));
@@ -106,9 +114,15 @@ int main(int argc, char **argv)
 				ret = lull_uring_park_drain(w.ring, &uring,
 							    on_record,
 							    &received, 256);
-				if (ret < 0)
+				/* -EPIPE: everything, poison included, was
+				 * delivered; nothing is armed any more. */
+				if (ret == -EPIPE) {
+					ended = 1;
+				} else if (ret < 0) {
 					fprintf(stderr, "drain: %s\n",
 						lull_strerror(ret));
+					return 1;
+				}
 			} else if (cqe->user_data == TAG_TICK) {
 				ticks++;
 				arm_tick(&uring, &tick);
@@ -123,14 +137,10 @@ int main(int argc, char **argv)
 	       received, ticks, (unsigned long long)st.parks,
 	       (unsigned long long)st.wakes,
 	       (unsigned long long)st.safety_timeouts);
-	/* Cancel the park; the ring may go once its CQEs are in. */
-	lull_uring_park_cancel(w.ring, &uring);
-	io_uring_submit(&uring);
-	while (lull_ring_destroy(w.ring) == -EBUSY &&
-	       io_uring_wait_cqe(&uring, &cqe) == 0) {
-		lull_uring_park_cqe(w.ring, cqe);
-		io_uring_cqe_seen(&uring, cqe);
-	}
+	/* Nothing is armed after the poison: the ring may go now. */
+	ret = lull_ring_destroy(w.ring);
+	if (ret < 0)
+		fprintf(stderr, "destroy: %s\n", lull_strerror(ret));
 	io_uring_queue_exit(&uring);
-	return st.safety_timeouts ? 1 : 0;
+	return ret < 0 || received != w.records || st.safety_timeouts ? 1 : 0;
 }
