@@ -70,6 +70,44 @@ install_check() {
 	[ -z "$left" ] || { echo "uninstall left: $left"; return 1; }
 }
 
+# The version a user sees, everywhere it shows, against the header's:
+# the Makefile's, the SONAME, the installed lull.pc's Version and the
+# symbol version of lib/lull.map (LULL_MAJOR.MINOR).
+version_check() {
+	h=include/lull.h
+	major=$(sed -n 's/^#define LULL_VERSION_MAJOR \([0-9]*\)$/\1/p' $h)
+	minor=$(sed -n 's/^#define LULL_VERSION_MINOR \([0-9]*\)$/\1/p' $h)
+	patch=$(sed -n 's/^#define LULL_VERSION_PATCH \([0-9]*\)$/\1/p' $h)
+	string=$(sed -n 's/^#define LULL_VERSION_STRING "\(.*\)"$/\1/p' $h)
+	echo "lull.h: $major.$minor.$patch, \"$string\""
+	[ -n "$major" ] && [ -n "$minor" ] && [ -n "$patch" ] &&
+		[ "$string" = "$major.$minor.$patch" ] ||
+		{ echo "lull.h: the macros disagree"; return 1; }
+	mk=$(sed -n 's/^VERSION := *//p' Makefile)
+	[ "$mk" = "$string" ] ||
+		{ echo "Makefile: VERSION $mk, not $string"; return 1; }
+	so=$(readelf -d "$B/lib/liblull.so.$mk" |
+		sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+	[ "$so" = "liblull.so.$major" ] ||
+		{ echo "SONAME $so, not liblull.so.$major"; return 1; }
+	stage=$(pwd)/$B/stage-version
+	rm -rf "$stage"
+	make --no-print-directory install PREFIX="$stage" >/dev/null || return 1
+	pc=$(PKG_CONFIG_PATH="$stage/lib/pkgconfig" pkg-config --modversion lull)
+	rm -rf "$stage"
+	[ "$pc" = "$string" ] ||
+		{ echo "lull.pc: Version $pc, not $string"; return 1; }
+	node=$(sed -n 's/^\(LULL_[0-9.]*\) {$/\1/p' lib/lull.map)
+	[ "$node" = "LULL_$major.$minor" ] ||
+		{ echo "lull.map: version node $node, not LULL_$major.$minor"; return 1; }
+	# Every exported function carries that node in the built library.
+	untagged=$(nm -D --defined-only "$B/lib/liblull.so.$mk" |
+		awk '$2 == "T" && $3 !~ /@@'"$node"'$/ { print $3 }')
+	[ -z "$untagged" ] ||
+		{ echo "exported without $node: $untagged"; return 1; }
+	echo "Makefile, SONAME, lull.pc and lull.map agree: $string ($node)"
+}
+
 for t in "$B"/test/test_*; do
 	[ -x "$t" ] && run "unit $(basename "$t")" "$t"
 done
@@ -93,6 +131,7 @@ for t in "$B"/test/tsan/*; do
 done
 [ -f test/model/park.pml ] && run "spin model" sh scripts/check-model.sh
 run "install + pkg-config" install_check
+run "version everywhere" version_check
 if [ "$scope" = check ]; then
 	run "audio server" bash test/audio/run.sh "$B/examples/audio-server" \
 		"$B/examples/audio-loadgen" "$B/examples/audio-server-asan"
