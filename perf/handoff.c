@@ -45,9 +45,9 @@
  * message (just before it goes back to waiting), and again right after it
  * handles the message that ends the window.  Wake-ups are the voluntary
  * context switches in between, less the one that ends the window; CPU is
- * user + system time, scaled to --idle-seconds.  lull consumers also wake
- * when their safety net expires (--safety-ms, lull's default otherwise):
- * with 500 ms that is 2 wake-ups a second by design, included in the count.
+ * user + system time, scaled to --idle-seconds.  lull arms no safety net by
+ * default, so an idle lull consumer should make 0 wake-ups; with
+ * --safety-ms it also wakes when the net expires, and those count too.
  *
  * Aggregation: latency percentiles pool every run's samples into one
  * log-linear histogram (hist.h, < 0.4 % error); the idle and per-message
@@ -242,6 +242,24 @@ struct options {
 	bool verbose;
 	bool headline;     /* poll against lull, the demo's summary */
 };
+
+/*
+ * What lull's safety net does to an idle consumer, as a sentence: nothing
+ * (off, lull's default) or so many re-checks a second.
+ */
+static const char *safety_note(const struct options *opt, char *buf,
+			       size_t len)
+{
+	if (!opt->safety_ns)
+		return "lull arms no safety net (its default): an idle lull "
+		       "consumer makes no wake-up at all";
+	snprintf(buf, len,
+		 "lull's safety net is on (--safety-ms %g): an idle lull "
+		 "consumer wakes %.1f times a second to re-check, counted",
+		 (double)opt->safety_ns / 1e6, 1e9 / (double)opt->safety_ns);
+	return buf;
+}
+
 
 /* One mechanism (one spin window, for lull-spin-park) and its results. */
 struct mech {
@@ -1063,6 +1081,7 @@ static uint64_t p50_of(const struct mech *m)
 static void print_table(FILE *f, const struct mech *ms, int nm,
 			const struct options *opt)
 {
+	char note[192];
 	const struct mech *ff = find_kind(ms, nm, MECH_FUTEX_FLOOR);
 	const struct mech *poll = find_kind(ms, nm, MECH_POLL);
 	double busiest = 0;
@@ -1155,14 +1174,8 @@ static void print_table(FILE *f, const struct mech *ms, int nm,
 	}
 	fprintf(f,
 		"\nnotes: spin and yield never sleep, so their idle cost is "
-		"CPU, not wake-ups.\nlull's safety net is %g ms here%s: an "
-		"idle lull consumer wakes\n%.1f times a second by design, "
-		"and the idle figures include those wakes.\n",
-		(double)opt->safety_ns / 1e6,
-		opt->safety_ns == LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS
-			? " (lull's default)"
-			: "",
-		1e9 / (double)opt->safety_ns);
+		"CPU, not wake-ups.\n%s.\n",
+		safety_note(opt, note, sizeof(note)));
 	for (i = 0; i < nm; i++) {
 		double lo, hi;
 
@@ -1184,6 +1197,7 @@ static void print_table(FILE *f, const struct mech *ms, int nm,
 static void print_header(FILE *f, int nm, const struct options *opt,
 			 int ncpus, const char *pin_desc)
 {
+	char note[192];
 	char buf[32];
 	int s;
 
@@ -1193,9 +1207,7 @@ static void print_header(FILE *f, int nm, const struct options *opt,
 		"messages per run,\n"
 		"  gap uniform in [0, %g) us, then a %g s idle window; poll "
 		"interval %g us\n"
-		"handoff: lull safety net %g ms%s: an idle lull consumer\n"
-		"  wakes %.1f times a second by design, and the idle figures "
-		"count those wakes\n"
+		"handoff: %s\n"
 		"handoff: latency = CLOCK_MONOTONIC before the push to the "
 		"consumer having it;\n"
 		"  percentiles pool all runs' samples (log-linear histogram, "
@@ -1206,11 +1218,8 @@ static void print_header(FILE *f, int nm, const struct options *opt,
 		lull_version(), ncpus, pin_desc, nm, opt->runs,
 		(unsigned long long)opt->messages,
 		(double)opt->max_gap_ns / 1e3, opt->idle_s,
-		(double)opt->poll_ns / 1e3, (double)opt->safety_ns / 1e6,
-		opt->safety_ns == LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS
-			? " (lull's default)"
-			: "",
-		1e9 / (double)opt->safety_ns,
+		(double)opt->poll_ns / 1e3,
+		safety_note(opt, note, sizeof(note)),
 		opt->barriers[0] ? "membarrier (lull_ring_create)" : "",
 		opt->barriers[0] && opt->barriers[1] ? ", " : "",
 		opt->barriers[1] ? "fence (lull_ring_create_in, +fence)" : "",
@@ -1262,6 +1271,7 @@ static const char *headline_name(const struct mech *m,
 static void headline_intro(FILE *f, const struct mech *ms, int nm,
 			   const struct options *opt, const char *pin_desc)
 {
+	char note[192];
 	const struct mech *lull = headline_lull(ms, nm);
 	double per_run = (double)opt->messages * (double)opt->max_gap_ns /
 				 2e9 +
@@ -1294,17 +1304,10 @@ static void headline_intro(FILE *f, const struct mech *ms, int nm,
 				? "lull's own choice on this kernel"
 				: "forced by --mechanism");
 	fprintf(f,
-		"  lull's safety net is %g ms%s: an idle lull consumer still "
-		"wakes\n"
-		"  up to %.1f times a second to look at its ring, and those "
-		"wakes are counted.\n"
+		"  %s.\n"
 		"  %d run(s) of each, interleaved; pin %s;\n"
 		"  about %.0f s.\n\n",
-		(double)opt->safety_ns / 1e6,
-		opt->safety_ns == LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS
-			? " (the default)"
-			: " (not the default)",
-		1e9 / (double)opt->safety_ns, opt->runs, pin_desc,
+		safety_note(opt, note, sizeof(note)), opt->runs, pin_desc,
 		per_run * opt->runs * nm);
 	fflush(f);
 }
@@ -1376,12 +1379,15 @@ static void print_headline(FILE *f, const struct mech *ms, int nm,
 		(double)opt->poll_ns / 1e6, p_poll / 1e3);
 	fprintf(f, "idle wake-ups per second: poll %.1f, lull %.1f",
 		w_poll, w_lull);
-	if (w_lull > 0)
+	if (w_lull > 0 && opt->safety_ns)
 		fprintf(f, " (%.0fx fewer; lull's are its %g ms safety net)\n",
 			w_poll / w_lull, (double)opt->safety_ns / 1e6);
+	else if (w_lull > 0)
+		fprintf(f, " (%.0fx fewer; lull arms no timer: these are "
+			   "stray wake-ups)\n",
+			w_poll / w_lull);
 	else
-		fprintf(f, " (none: its %g ms safety net did not fire)\n",
-			(double)opt->safety_ns / 1e6);
+		fprintf(f, " (lull parks with no timer of its own)\n");
 }
 
 /*
@@ -1514,8 +1520,9 @@ static void usage(FILE *f)
 		"  --loop-spin-us LIST the lull loops' spin_ns, likewise "
 		"(default lull's: %s)\n"
 		SPIN_USAGE
-		"  --safety-ms MS      lull's safety-net timeout (default "
-		"lull's: %llu)\n"
+		"  --safety-ms MS      lull's safety-net timeout, an opt-in "
+		"diagnostic (default\n"
+		"                      lull's: %llu, none)\n"
 		"  --floor-futex LIST  private (default), shared (as lull's), "
 		"or both: the\n"
 		"                      futex floors' futexes\n"
@@ -1744,8 +1751,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
 			}
 			break;
 		case O_SAFETY:
-			if (!parse_scaled(optarg, 1e6, &opt->safety_ns) ||
-			    !opt->safety_ns) {
+			if (!parse_scaled(optarg, 1e6, &opt->safety_ns)) {
 				fprintf(stderr, "handoff: bad --safety-ms\n");
 				return -1;
 			}
