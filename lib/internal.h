@@ -481,6 +481,21 @@ int lull__barrier_heavy(bool asym);
 int lull__park_barrier(struct lull_ring *ring);
 
 /*
+ * The consumer's steps, named as in test/model/park.pml.  A consumer of
+ * one ring takes them through lull__park_begin(); the loop takes them for
+ * all its rings at once: announce on each, one barrier
+ * (lull__barrier_heavy() for any asymmetric region among them), re-check
+ * each (lull__ring_readable()), then on every ring either abandon (a
+ * re-check found work) or sleeps, and after the sleep lull__park_finish().
+ */
+/* announce: store how the consumer will sleep (LULL_PARK_FUTEX, ...). */
+void lull__park_announce(struct lull_ring *ring, uint32_t how);
+/* The re-check found work (or the barrier failed): awake, counted. */
+void lull__park_abandon(struct lull_ring *ring);
+/* The consumer goes to sleep on this ring: counted. */
+void lull__park_sleeps(struct lull_ring *ring);
+
+/*
  * Consumer: announce a park of kind @how, barrier, re-check.  Returns 1
  * when the consumer may sleep; 0 (park word reset) when a record arrived
  * meanwhile; a negative errno (park word reset) when the barrier failed.

@@ -813,9 +813,7 @@ static int park_begin(struct lull_loop *loop, uint32_t how)
 	int ret;
 
 	for (i = 0; i < loop->nrings; i++)
-		/* announce; ordered before the re-check by the barrier */
-		atomic_store_explicit(&loop->rings[i]->ring->region->park,
-				      how, memory_order_relaxed);
+		lull__park_announce(loop->rings[i]->ring, how);
 	/*
 	 * barrier: pairs with every producer's barrier in lull__notify().  A
 	 * fence for rings whose producers fence too, and membarrier for those
@@ -833,13 +831,11 @@ static int park_begin(struct lull_loop *loop, uint32_t how)
 			break;
 	if (i == loop->nrings && !stop_pending(loop)) {
 		for (i = 0; i < loop->nrings; i++)
-			lull__count(&loop->rings[i]->ring->region->parks);
+			lull__park_sleeps(loop->rings[i]->ring);
 		return 1;
 	}
-	for (i = 0; i < loop->nrings; i++) {
-		lull__park_end(loop->rings[i]->ring);
-		lull__count(&loop->rings[i]->ring->region->park_cancels);
-	}
+	for (i = 0; i < loop->nrings; i++)
+		lull__park_abandon(loop->rings[i]->ring);
 	loop->stats.park_cancels++;
 	return 0;
 }

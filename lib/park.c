@@ -239,13 +239,28 @@ int lull__park_barrier(struct lull_ring *ring)
 				   LULL_REGION_ASYM_BARRIER);
 }
 
+void lull__park_announce(struct lull_ring *ring, uint32_t how)
+{
+	/* Relaxed: ordered before the re-check by the park barrier. */
+	atomic_store_explicit(&ring->region->park, how, memory_order_relaxed);
+}
+
+void lull__park_abandon(struct lull_ring *ring)
+{
+	lull__park_end(ring);
+	lull__count(&ring->region->park_cancels);
+}
+
+void lull__park_sleeps(struct lull_ring *ring)
+{
+	lull__count(&ring->region->parks);
+}
+
 int lull__park_begin(struct lull_ring *ring, uint32_t how)
 {
-	struct lull_region *region = ring->region;
 	int ret;
 
-	/* announce.  Ordered before the re-check by the barrier below. */
-	atomic_store_explicit(&region->park, how, memory_order_relaxed);
+	lull__park_announce(ring, how);
 	/*
 	 * barrier: pairs with the producers' barrier in lull__notify().  Our
 	 * store above and a producer's commit cannot both be missed: see the
@@ -258,11 +273,10 @@ int lull__park_begin(struct lull_ring *ring, uint32_t how)
 	}
 	/* recheck */
 	if (lull__ring_readable(ring)) {
-		lull__park_end(ring);
-		lull__count(&region->park_cancels);
+		lull__park_abandon(ring);
 		return 0;
 	}
-	lull__count(&region->parks);
+	lull__park_sleeps(ring);
 	return 1;
 }
 
