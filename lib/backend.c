@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "lull.h"
+#include "sys.h"
 #include "uring_compat.h"
 
 static const char *const backend_names[] = {

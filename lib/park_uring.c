@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "park.h"
 #include "uring_compat.h"
 
 /* The backend a ring uses on a caller's io_uring, chosen once. */

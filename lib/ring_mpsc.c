@@ -10,7 +10,8 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "park.h"
+#include "record.h"
 
 /*
  * Claim a record of @length bytes (header included), with the padding it

@@ -12,7 +12,8 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "park.h"
+#include "record.h"
 
 /*
  * Find the next readable record at or after @pos, skipping padding.
@@ -22,7 +23,7 @@
  * header's length, so one walk serves both.
  */
 static inline __attribute__((always_inline)) int
-next_record(struct lull_ring *ring, uint64_t pos, struct lull_record *rec,
+next_record(const struct lull_ring *ring, uint64_t pos, struct lull_record *rec,
 	    uint64_t *endp)
 {
 	struct lull_record_header *hdr;
@@ -126,7 +127,7 @@ static const uint64_t no_payload;
  * inside a write (see spsc_enter()); false when it still is, and its
  * spsc_leave() will wake us.
  */
-static bool closure_final_tail(struct lull_ring *ring, uint32_t state,
+static bool closure_final_tail(const struct lull_ring *ring, uint32_t state,
 			       uint64_t *finalp)
 {
 	struct lull_region *region = ring->region;
@@ -386,12 +387,45 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 	return 0;
 }
 
-bool lull__ring_readable(struct lull_ring *ring)
+/*
+ * A query, unlike next_any(): what a read would find, without taking any
+ * shutdown step (no seal, no head published), so that the park's re-check
+ * and the spins may ask as often as they like.  It foresees each step of
+ * closure_next(): the fatal or poison record is next once the final tail
+ * is known and reached (or the rest is discarded); before that, only a
+ * committed record is readable.
+ */
+bool lull__ring_readable(const struct lull_ring *ring)
 {
 	struct lull_record rec;
-	uint64_t end;
+	uint64_t end = ring->head, final_tail;
+	uint32_t state;
+	int found;
 
-	return next_any(ring, &rec, &end) != 0;
+	if (!closure_first(ring)) {
+		found = next_record(ring, ring->head, &rec, &end);
+		if (found != 0)
+			return true; /* a record, or a corrupt one: -EPROTO */
+	}
+	switch (ring->closing) {
+	case LULL_CLOSING_OPEN:
+		/* Pairs with the seq_cst RMWs of lull__shutdown(). */
+		state = atomic_load_explicit(&ring->region->state,
+					     memory_order_acquire);
+		if (!(state & LULL_STATE_CLOSED) ||
+		    !closure_final_tail(ring, state, &final_tail))
+			return false;
+		break;
+	case LULL_CLOSING_DRAIN:
+		/* Pairs with the seq_cst RMW of lull__shutdown(). */
+		state = atomic_load_explicit(&ring->region->state,
+					     memory_order_acquire);
+		final_tail = ring->final_tail;
+		break;
+	default:
+		return true; /* fatal, poison, or -EPIPE */
+	}
+	return (state & LULL_STATE_DISCARD) || end == final_tail;
 }
 
 LULL_EXPORT int lull_ring_close(struct lull_ring *ring)
@@ -402,6 +436,6 @@ LULL_EXPORT int lull_ring_close(struct lull_ring *ring)
 		return ret;
 	ring->closing = LULL_CLOSING_DONE;
 	lull__shutdown(ring->region, LULL_SHUTDOWN_IMMEDIATE,
-		       LULL_STATE_NO_CONSUMER | LULL_STATE_SEALED);
+		       LULL_STATE_SEALED);
 	return 0;
 }

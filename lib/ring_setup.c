@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ring_setup.c - the cold side of rings: laying out and opening regions,
- * handles, attaching and detaching producers.  Nothing here is on the data
- * path.
+ * ring_setup.c - the cold side of rings: laying out, creating, opening
+ * and destroying regions and their handles, and the consumer role.
+ * Nothing here is on the data path; producers attach in producer.c.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "park.h"
 
 static bool capacity_is_valid(size_t capacity)
 {
@@ -276,128 +276,4 @@ LULL_EXPORT ssize_t lull_ring_max_payload(const struct lull_ring *ring)
 	if (!ring)
 		return -EINVAL;
 	return (ssize_t)(ring->max_record - LULL_RECORD_HEADER_SIZE);
-}
-
-LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
-				     struct lull_producer **prodp)
-{
-	struct lull_region *region;
-	struct lull_producer *prod;
-
-	if (!ring || !prodp || (flags & ~LULL_PRODUCER_THREAD))
-		return -EINVAL;
-	region = ring->region;
-	prod = aligned_alloc(LULL_LINE_PAIR, sizeof(*prod));
-	if (!prod)
-		return -ENOMEM;
-	memset(prod, 0, sizeof(*prod));
-
-	if (ring->mode == LULL_RING_SPSC) {
-		uint32_t expected = 0;
-
-		/*
-		 * acq_rel: acquire pairs with the release in detach, so this
-		 * producer starts from the previous one's last tail; release
-		 * orders nothing further but keeps the pair symmetric.
-		 */
-		if (!atomic_compare_exchange_strong_explicit(
-			    &region->producers, &expected, 1,
-			    memory_order_acq_rel, memory_order_relaxed)) {
-			free(prod);
-			return -EBUSY;
-		}
-	} else {
-		atomic_fetch_add_explicit(&region->producers, 1,
-					  memory_order_relaxed);
-	}
-	/*
-	 * A ring that was shut down takes no new producers.  One attaching
-	 * while the last one detaches may still get in and find the ring
-	 * closed a moment later; its writes then fail with -EPIPE, as they
-	 * would for any producer caught by a shutdown.
-	 */
-	if (atomic_load_explicit(&region->state, memory_order_seq_cst) &
-	    LULL_STATE_CLOSED) {
-		atomic_fetch_sub_explicit(&region->producers, 1,
-					  memory_order_release);
-		free(prod);
-		return -EPIPE;
-	}
-	if ((flags & LULL_PRODUCER_THREAD) && lull__bind_to_thread(prod) < 0) {
-		atomic_fetch_sub_explicit(&region->producers, 1,
-					  memory_order_release);
-		free(prod);
-		return -ENOMEM;
-	}
-	atomic_fetch_add_explicit(&ring->attached, 1, memory_order_relaxed);
-
-	prod->ring = ring;
-	prod->region = region;
-	prod->data = ring->data;
-	prod->mask = ring->mask;
-	prod->mode = ring->mode;
-	prod->max_record = ring->max_record;
-	prod->asym_barrier = region->flags & LULL_REGION_ASYM_BARRIER;
-	prod->pid = (int32_t)getpid();
-	/* Pairs with the consumer's release store of head. */
-	prod->head_cache = atomic_load_explicit(&region->head,
-						memory_order_acquire);
-	*prodp = prod;
-	return 0;
-}
-
-LULL_EXPORT int lull_producer_detach(struct lull_producer *prod)
-{
-	struct lull_ring *ring;
-
-	if (!prod)
-		return -EINVAL;
-	if (lull__unbind_from_thread(prod) < 0)
-		return -EPERM;
-	ring = prod->ring;
-	if (prod->claimed)
-		(void)(prod->mode == LULL_RING_SPSC ? lull_spsc_abort(prod)
-						    : lull_mpsc_abort(prod));
-	/*
-	 * Release pairs with the acquire CAS in lull_producer_attach(): the
-	 * next SPSC producer sees our last tail store.  seq_cst keeps it
-	 * ordered with the state check of a racing attach.  The last one out
-	 * closes the ring, as a channel closes with its last sender.
-	 */
-	if (atomic_fetch_sub_explicit(&prod->region->producers, 1,
-				      memory_order_seq_cst) == 1)
-		lull__shutdown(prod->region, LULL_SHUTDOWN_GRACEFUL, 0);
-	atomic_fetch_sub_explicit(&ring->attached, 1, memory_order_relaxed);
-	free(prod);
-	return 0;
-}
-
-int lull__iov_length(const struct lull_producer *prod, const struct iovec *iov,
-		     int iovcnt, size_t *lenp)
-{
-	size_t max = prod->max_record - LULL_RECORD_HEADER_SIZE;
-	size_t len = 0;
-
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && !iov))
-		return -EINVAL;
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len && !iov[i].iov_base)
-			return -EINVAL;
-		if (iov[i].iov_len > max || len + iov[i].iov_len > max)
-			return -EMSGSIZE;
-		len += iov[i].iov_len;
-	}
-	*lenp = len;
-	return 0;
-}
-
-void lull__iov_copy(void *dst, const struct iovec *iov, int iovcnt)
-{
-	unsigned char *p = dst;
-
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len)
-			memcpy(p, iov[i].iov_base, iov[i].iov_len);
-		p += iov[i].iov_len;
-	}
 }

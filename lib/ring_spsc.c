@@ -14,7 +14,8 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "park.h"
+#include "record.h"
 
 /*
  * The producer's own tail.  Relaxed: only this producer stores it, and the

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shutdown.c - how a ring ends: graceful and immediate shutdown, the fatal
- * report, and producers bound to the lifetime of their thread.  The
- * consumer's side of it (drain, fatal, poison, -EPIPE) is in ring_read.c.
+ * shutdown.c - how a ring ends: graceful and immediate shutdown, and the
+ * fatal report.  The consumer's side of it (drain, fatal, poison, -EPIPE)
+ * is in ring_read.c; producers that end with their thread in producer.c.
  *
  * Everything a shutdown writes is an atomic read-modify-write of the
  * region, so it is async-signal-safe and idempotent, and can come from any
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "park.h"
 
 uint32_t lull__shutdown(struct lull_region *region, unsigned how,
 			uint32_t extra)
@@ -82,68 +82,7 @@ LULL_EXPORT int lull_ring_fatal(struct lull_ring *ring, int32_t code,
 	region->fatal.code = code;
 	/* The fields above are published by the release half of the seq_cst
 	 * RMW of state in lull__shutdown(), which the consumer acquires. */
-	atomic_store_explicit(&region->fatal_state, 2, memory_order_relaxed);
 	old = lull__shutdown(region, LULL_SHUTDOWN_GRACEFUL, LULL_STATE_FATAL);
 	/* Sealed: the consumer had already chosen the poison. */
 	return old & LULL_STATE_SEALED ? -EPIPE : 0;
-}
-
-/*
- * Producers bound to their thread.  Each thread keeps a list of its bound
- * producers; a thread-specific key with a destructor detaches them when
- * the thread ends, however it ends (return, pthread_exit, cancellation):
- * glibc runs key destructors on every one of those paths.
- */
-static pthread_key_t bound_key;
-static pthread_once_t bound_once = PTHREAD_ONCE_INIT;
-static int bound_key_error;
-static _Thread_local struct lull_producer *bound_head;
-
-static void bound_thread_exit(void *unused)
-{
-	struct lull_producer *prod;
-
-	(void)unused;
-	while ((prod = bound_head)) {
-		bound_head = prod->bound_next;
-		prod->thread_bound = false;
-		lull_producer_detach(prod);
-	}
-}
-
-static void bound_key_create(void)
-{
-	bound_key_error = pthread_key_create(&bound_key, bound_thread_exit);
-}
-
-int lull__bind_to_thread(struct lull_producer *prod)
-{
-	pthread_once(&bound_once, bound_key_create);
-	if (bound_key_error)
-		return -bound_key_error;
-	/* Any non-NULL value: the destructor only runs for those. */
-	if (pthread_setspecific(bound_key, &bound_head))
-		return -ENOMEM;
-	prod->thread_bound = true;
-	prod->owner = pthread_self();
-	prod->bound_next = bound_head;
-	bound_head = prod;
-	return 0;
-}
-
-int lull__unbind_from_thread(struct lull_producer *prod)
-{
-	struct lull_producer **link;
-
-	if (!prod->thread_bound)
-		return 0;
-	if (!pthread_equal(prod->owner, pthread_self()))
-		return -EPERM;
-	for (link = &bound_head; *link; link = &(*link)->bound_next)
-		if (*link == prod) {
-			*link = prod->bound_next;
-			break;
-		}
-	prod->thread_bound = false;
-	return 0;
 }

@@ -2,7 +2,8 @@
 /* version.c - the library version and error strings. */
 #include <string.h>
 
-#include "internal.h"
+#include "lull.h"
+#include "sys.h"
 
 LULL_EXPORT const char *lull_version(void)
 {

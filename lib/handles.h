@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handles.h - the per-process handles on a region (the ring, and each
+ * producer's private state), and what the ring's files share about them:
+ * the consumer's readability query, shutdown, thread-bound producers.
+ */
+#ifndef LULL_PRIVATE_HANDLES_H
+#define LULL_PRIVATE_HANDLES_H
+
+#include <linux/time_types.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "region.h"
+
+struct lull_loop;
+
+/* The per-process view of a region. */
+struct lull_ring {
+	struct lull_region *region;
+	unsigned char *data;
+	uint64_t mask;
+	uint32_t mode;
+	uint32_t max_record; /* header + largest payload */
+	bool owns_region;
+	bool is_consumer;
+	/* Producers attached through this handle, for lull_ring_destroy(). */
+	_Atomic uint32_t attached;
+
+	/*
+	 * Consumer-private state, on its own lines: only the consumer thread
+	 * touches it.
+	 */
+	alignas(LULL_LINE_PAIR) uint64_t head; /* equals region->head */
+	bool peeked;
+
+	/*
+	 * Shutdown as the consumer sees it (ring_read.c): once the region is
+	 * closed and the final position known, what is left to hand out.
+	 */
+	uint8_t closing;     /* LULL_CLOSING_* */
+	uint64_t final_tail; /* records end here (from LULL_CLOSING_DRAIN) */
+	bool peeked_closure; /* the peeked record is the fatal or poison */
+	uint64_t peek_end;   /* where release moves the head */
+
+	/* Consumer-side park state (park.c, park_uring.c). */
+	uint64_t spin_ns;     /* or LULL_PARK_SPIN_ADAPTIVE */
+	bool streaming;       /* adaptive spin: records are streaming in */
+	uint64_t safety_ns;
+	int eventfd;          /* own eventfd for URING_EVENTFD, or -1 */
+	uint64_t eventfd_buf; /* where an io_uring read of it lands */
+	/* An armed park on a caller's io_uring. */
+	uint64_t uring_user_data;
+	unsigned uring_pending; /* its CQEs still to come */
+	bool uring_armed_once;  /* uring_user_data is the caller's */
+	bool uring_sleeping;    /* armed, and none of its CQEs seen yet */
+	uint64_t uring_armed_ns; /* when it was armed */
+	bool uring_cancelled;   /* lull_uring_park_cancel(): do not re-arm */
+	int uring_backend;      /* URING_FUTEX or URING_EVENTFD, 0 unset */
+	struct lull_loop *loop; /* the loop it is attached to, if any */
+	/* The link timeout's duration: the kernel reads it at submission. */
+	struct __kernel_timespec uring_timeout;
+};
+
+/* The consumer's view of a shutdown, in order. */
+#define LULL_CLOSING_OPEN 0   /* not closed, as far as it has seen */
+#define LULL_CLOSING_DRAIN 1  /* closed; records up to final_tail remain */
+#define LULL_CLOSING_FATAL 2  /* the fatal record is next */
+#define LULL_CLOSING_POISON 3 /* the poison record is next */
+#define LULL_CLOSING_DONE 4   /* poison consumed (or closed by us): -EPIPE */
+
+/* One producer's private state, allocated on its own lines. */
+struct lull_producer {
+	alignas(LULL_LINE_PAIR) struct lull_ring *ring;
+	struct lull_region *region;
+	unsigned char *data;
+	uint64_t mask;
+	uint32_t mode;
+	uint32_t max_record;
+	uint64_t head_cache; /* the consumer's head, last time we looked */
+	bool asym_barrier;   /* LULL_REGION_ASYM_BARRIER */
+	int32_t pid;         /* ours, to tell whether wake_fd is usable */
+	/* LULL_PRODUCER_THREAD: the owner thread's list of bound producers */
+	bool thread_bound;
+	pthread_t owner;
+	struct lull_producer *bound_next;
+
+	/* The outstanding claim, if any. */
+	bool claimed;
+	int32_t claim_type;
+	uint32_t claim_length; /* header + payload */
+	uint64_t claim_pos;    /* where the record header goes */
+	uint64_t claim_end;    /* SPSC: the tail once committed */
+};
+
+/*
+ * Consumer: is there something to hand out right now: a committed record,
+ * or after a shutdown the fatal or poison record, or -EPIPE?  A query: it
+ * changes nothing (the shutdown steps it foresees are taken by the read
+ * that follows).
+ */
+bool lull__ring_readable(const struct lull_ring *ring);
+
+/* Consumer: is this ring past its poison (or closed by its consumer)? */
+static inline bool lull__ring_done(const struct lull_ring *ring)
+{
+	return ring->closing == LULL_CLOSING_DONE;
+}
+
+/*
+ * Shut a region down; @how is LULL_SHUTDOWN_*, @extra more state bits to
+ * set with it.  Returns the state before.  Any thread, signal-safe.
+ */
+uint32_t lull__shutdown(struct lull_region *region, unsigned how,
+			uint32_t extra);
+
+/* The region's state word, for producers' fast checks. */
+static inline uint32_t lull__state(const struct lull_region *region)
+{
+	return atomic_load_explicit(&region->state, memory_order_relaxed);
+}
+
+#endif /* LULL_PRIVATE_HANDLES_H */

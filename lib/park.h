@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * park.h - THE park/wake protocol, private: the producer's half inline
+ * (commit barrier, check, and the out-of-line wake claim and wake of
+ * wake.c), the consumer's steps (park.c), and the room handshake of
+ * lull_producer_wait() (the same protocol with the roles swapped).  Each
+ * step is named as in the Promela model, test/model/park.pml.
+ *
+ *   consumer (park.c)                    producer (here, after a commit)
+ *   announce: park = how                 commit: record published
+ *   barrier (lull__park_barrier)         barrier (lull__producer_barrier)
+ *   recheck: readable? -> abandon        check: park != AWAKE ?
+ *   sleep (futex, eventfd, io_uring)     wake_claim: CAS park -> AWAKE
+ *   finish: park = AWAKE                 wake: futex wake / eventfd write
+ */
+#ifndef LULL_PRIVATE_PARK_H
+#define LULL_PRIVATE_PARK_H
+
+#include "handles.h"
+#include "sys.h"
+
+/*
+ * The producer's half of the park handshake, after every commit: a barrier
+ * that pairs with the consumer's park barrier, then one load of the park
+ * word.  The wake-up itself is out of line.
+ *
+ * Why a barrier at all: the commit is a store and the park check a load,
+ * and without a StoreLoad barrier the CPU may perform the load before the
+ * store is visible.  The consumer does the mirror image (store the park
+ * word, barrier, load the ring).  With both barriers, at least one side
+ * sees the other's store: either the consumer sees the record and does not
+ * sleep, or the producer sees the park word and wakes it.  Without them,
+ * both can miss each other and the consumer sleeps on a committed record.
+ *
+ * Symmetric mode: both barriers are seq_cst fences (C11 fence-to-fence
+ * ordering).  Asymmetric mode: the consumer's barrier is
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full barrier
+ * on every CPU currently running one of our threads (and a thread not
+ * running has passed through a context switch, itself a full barrier), so
+ * the producer only needs its compiler to keep the load after the store.
+ * That moves the cost of the StoreLoad from every commit to every park.
+ * It is only valid when every producer lives in the consumer's process.
+ */
+void lull__wake(struct lull_producer *prod, uint32_t seen);
+
+/*
+ * Wake a consumer that the park word says is parked (@seen), on behalf of
+ * process @pid: the producers' wake-up, also used by shutdown.
+ */
+void lull__wake_region(struct lull_region *region, uint32_t seen,
+		       int32_t pid);
+
+/*
+ * The producer's side of the park barrier (and of the SPSC busy
+ * handshake): a compiler barrier where the consumer uses membarrier(2), a
+ * seq_cst fence where it fences too.  Pairs with lull__park_barrier().
+ */
+static inline void lull__producer_barrier(const struct lull_producer *prod)
+{
+	if (prod->asym_barrier)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* After a commit: the barrier, then the park word as this producer sees it. */
+static inline uint32_t lull__park_seen(const struct lull_producer *prod)
+{
+	lull__producer_barrier(prod);
+	/* Relaxed: ordered by the barrier above; the CAS in lull__wake()
+	 * decides. */
+	return atomic_load_explicit(&prod->region->park, memory_order_relaxed);
+}
+
+static inline void lull__notify(struct lull_producer *prod)
+{
+	uint32_t seen = lull__park_seen(prod);
+
+	if (unlikely(seen != LULL_PARK_AWAKE))
+		lull__wake(prod, seen);
+}
+
+/* Wake every producer waiting for room (lull_producer_wait()). */
+void lull__space_wake(struct lull_region *region);
+
+/*
+ * Consumer, after publishing a new head: wake producers waiting for room.
+ * The barrier pairs with the waiting producer's, as in the park handshake
+ * with the roles swapped (here the consumer is the frequent side): either
+ * the producer's re-check sees the new head, or this load sees it waiting.
+ * In an asymmetric region the producer's barrier is membarrier(2), so
+ * this one is the compiler's only.
+ */
+static inline void lull__space_notify(struct lull_region *region)
+{
+	if (region->flags & LULL_REGION_ASYM_BARRIER)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	/* Relaxed: ordered by the barrier above. */
+	if (unlikely(atomic_load_explicit(&region->space_waiters,
+					  memory_order_relaxed)))
+		lull__space_wake(region);
+}
+
+/*
+ * The heavy side of a barrier pair: a seq_cst fence, and where @asym (the
+ * other side has only a compiler barrier) membarrier(2) as well.  Returns
+ * 0, or membarrier's error: then the pair is broken and the caller must
+ * not sleep on it (never a silent fall back to the fence alone, which
+ * pairs with nothing on the other side).
+ */
+int lull__barrier_heavy(bool asym);
+
+/*
+ * Consumer: the park barrier, the mirror of lull__notify()'s.  Returns 0
+ * or a negative errno, as lull__barrier_heavy().
+ */
+static inline int lull__park_barrier(const struct lull_ring *ring)
+{
+	return lull__barrier_heavy(ring->region->flags &
+				   LULL_REGION_ASYM_BARRIER);
+}
+
+/*
+ * The consumer's steps, named as in test/model/park.pml.  A consumer of
+ * one ring takes them through lull__park_begin(); the loop takes them for
+ * all its rings at once: announce on each, one barrier
+ * (lull__barrier_heavy() for any asymmetric region among them), re-check
+ * each (lull__ring_readable()), then on every ring either abandon (a
+ * re-check found work) or sleeps, and after the sleep lull__park_finish().
+ */
+/* announce: store how the consumer will sleep (LULL_PARK_FUTEX, ...). */
+void lull__park_announce(struct lull_ring *ring, uint32_t how);
+/* The re-check found work (or the barrier failed): awake, counted. */
+void lull__park_abandon(struct lull_ring *ring);
+/* The consumer goes to sleep on this ring: counted. */
+void lull__park_sleeps(struct lull_ring *ring);
+
+/*
+ * Consumer: announce a park of kind @how, barrier, re-check.  Returns 1
+ * when the consumer may sleep; 0 (park word reset) when a record arrived
+ * meanwhile; a negative errno (park word reset) when the barrier failed.
+ */
+int lull__park_begin(struct lull_ring *ring, uint32_t how);
+
+/*
+ * Consumer: the park is over.  Returns true when the consumer reset the
+ * word itself (no producer took the wake-up), false when a producer did.
+ */
+bool lull__park_end(struct lull_ring *ring);
+
+/*
+ * Consumer: the park is over; @timed_out when its safety net fired (or
+ * when the caller cannot tell a fired safety net from a stale wake-up).
+ * Resets the word and counts a lost wake-up or an idle timeout.  Returns
+ * true when the consumer reset the word itself.
+ */
+bool lull__park_finish(struct lull_ring *ring, bool timed_out);
+
+/*
+ * How long a consumer whose opt-in safety net fired lets an in-flight
+ * producer claim the wake-up before counting a lost one.
+ */
+#define LULL_PARK_CLAIM_GRACE_NS (200u * 1000u)
+
+/*
+ * The safety net a consumer uses: @configured_ns when not 0, else the
+ * process default: off (0) unless the environment variable
+ * LULL_SAFETY_NET_MS sets one (read once).
+ */
+uint64_t lull__safety_ns(uint64_t configured_ns);
+
+/*
+ * Consumer: spin on the ring for up to ring->spin_ns (adaptive: see
+ * LULL_PARK_SPIN_ADAPTIVE); true if readable.
+ */
+bool lull__spin_for_record(struct lull_ring *ring);
+
+/* Consumer: make sure ring->eventfd exists and is the region's wake_fd. */
+int lull__ring_eventfd(struct lull_ring *ring);
+
+/* Consumer: publish @fd as this region's eventfd, or withdraw it (-1). */
+void lull__wake_fd_set(struct lull_region *region, int fd);
+
+#endif /* LULL_PRIVATE_PARK_H */

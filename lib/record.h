@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * record.h - the record helpers of the write paths, inline: alignment,
+ * addressing, copies of small payloads and of iovec arrays, wrap padding,
+ * argument checks.
+ */
+#ifndef LULL_PRIVATE_RECORD_H
+#define LULL_PRIVATE_RECORD_H
+
+#include <limits.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "handles.h"
+#include "sys.h"
+
+static inline uint64_t lull__align8(uint64_t n)
+{
+	return (n + (LULL_RECORD_ALIGN - 1)) & ~(uint64_t)(LULL_RECORD_ALIGN - 1);
+}
+
+static inline struct lull_record_header *lull__header_at(unsigned char *data,
+							  uint64_t mask,
+							  uint64_t pos)
+{
+	return (struct lull_record_header *)(data + (pos & mask));
+}
+
+/*
+ * Copy a payload of at most 16 bytes, the common small message, with at
+ * most two overlapping fixed-size moves: a call into libc's memcpy costs
+ * more than such a copy.  Never reads @src when @len is 0 (it may be NULL).
+ */
+static inline void lull__copy_small(void *dst, const void *src, size_t len)
+{
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+
+	if (len == 8) {
+		memcpy(d, s, 8);
+	} else if (len > 8) {
+		memcpy(d, s, 8);
+		memcpy(d + len - 8, s + len - 8, 8);
+	} else if (len >= 4) {
+		memcpy(d, s, 4);
+		memcpy(d + len - 4, s + len - 4, 4);
+	} else if (len) {
+		d[0] = s[0];
+		d[len / 2] = s[len / 2];
+		d[len - 1] = s[len - 1];
+	}
+}
+
+/* Copy a payload of @len bytes into a record (@src may be NULL for 0). */
+static inline void lull__copy_payload(void *dst, const void *src, size_t len)
+{
+	if (len <= 16)
+		lull__copy_small(dst, src, len);
+	else
+		memcpy(dst, src, len);
+}
+
+/*
+ * Bytes of padding needed before a record of @size at @pos so that it does
+ * not straddle the end of the data area: 0, or the distance to the end.
+ */
+static inline uint64_t lull__wrap_padding(uint64_t pos, uint64_t mask,
+					  uint64_t size)
+{
+	uint64_t off = pos & mask;
+
+	return off + size > mask + 1 ? mask + 1 - off : 0;
+}
+
+/* Shared argument checks for the write paths. */
+static inline int lull__check_record(const struct lull_producer *prod,
+				     int32_t type, size_t len)
+{
+	if (unlikely(type < 1))
+		return -EINVAL;
+	if (unlikely(len > prod->max_record - LULL_RECORD_HEADER_SIZE))
+		return -EMSGSIZE;
+	return 0;
+}
+
+/* Total payload of an iovec array, or a negative errno. */
+static inline int lull__iov_length(const struct lull_producer *prod,
+				   const struct iovec *iov, int iovcnt,
+				   size_t *lenp)
+{
+	size_t max = prod->max_record - LULL_RECORD_HEADER_SIZE;
+	size_t len = 0;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && !iov))
+		return -EINVAL;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EINVAL;
+		if (iov[i].iov_len > max || len + iov[i].iov_len > max)
+			return -EMSGSIZE;
+		len += iov[i].iov_len;
+	}
+	*lenp = len;
+	return 0;
+}
+
+/* Copy an iovec array to @dst. */
+static inline void lull__iov_copy(void *dst, const struct iovec *iov,
+				  int iovcnt)
+{
+	unsigned char *p = dst;
+
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len)
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+}
+
+#endif /* LULL_PRIVATE_RECORD_H */

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * region.h - the ring region: everything a ring is, in one block of memory
+ * with no pointers, and its record headers.  Versioned: a change of any
+ * offset below bumps LULL_LAYOUT_VERSION, and the static asserts hold the
+ * layout to it.
+ */
+#ifndef LULL_PRIVATE_REGION_H
+#define LULL_PRIVATE_REGION_H
+
+#include <assert.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lull.h"
+
+/*
+ * Fields written by different sides live this far apart: two 64-byte lines,
+ * because x86's adjacent-line prefetcher pulls lines in pairs.
+ */
+#define LULL_LINE_PAIR 128
+
+#define LULL_REGION_MAGIC 0x6c756c6cu /* "lull" */
+#define LULL_LAYOUT_VERSION 2u
+#define LULL_REGION_DATA_OFFSET 1024u
+
+/*
+ * The region: everything a ring is, in one block of memory with no pointers,
+ * so that it may later be mapped at different addresses in different
+ * processes.  Offsets are fixed by the static asserts below; changing them
+ * means bumping LULL_LAYOUT_VERSION.
+ *
+ *   0     header      written once at creation, read-only after
+ *   128   tail        written by producers
+ *   256   head        written by the consumer
+ *   384   roles       attach/detach bookkeeping (cold), and the SPSC
+ *                     producer's busy mark (its own, until a shutdown)
+ *   512   park        the park word, read by producers after each commit,
+ *                     and the shutdown state
+ *   640   fatal       the fatal report (code, message)
+ *   960   space       producers waiting for room (lull_producer_wait())
+ *   1024  data        capacity bytes of records
+ */
+struct lull_region {
+	/*
+	 * magic is stored last, with release, by lull_ring_create_in(); an
+	 * open that acquires it sees every other header field initialised.
+	 */
+	alignas(LULL_LINE_PAIR) _Atomic uint32_t magic;
+	uint32_t layout_version;
+	uint32_t mode;
+	uint32_t flags;
+	uint64_t capacity;
+	uint64_t region_size;
+	uint64_t data_offset;
+
+	/*
+	 * SPSC: end of the published records, stored relaxed by the
+	 * producer; read only by a closing consumer (after acquiring busy)
+	 * and by the next producer (after detach).
+	 * MPSC: end of the claimed space, advanced by producers' CAS.
+	 * A free-running byte position, always a multiple of 8.
+	 */
+	alignas(LULL_LINE_PAIR) _Atomic uint64_t tail;
+
+	/* Start of the records not yet consumed, stored by the consumer. */
+	alignas(LULL_LINE_PAIR) _Atomic uint64_t head;
+	/* Park counters, written by the consumer only (lull_ring_stats). */
+	_Atomic uint64_t parks;
+	_Atomic uint64_t park_cancels;
+	_Atomic uint64_t safety_timeouts;
+	_Atomic uint64_t idle_timeouts;
+
+	/* Attached producers, and whether a handle holds the consumer role. */
+	alignas(LULL_LINE_PAIR) _Atomic uint32_t producers;
+	_Atomic uint32_t consumer;
+
+	/*
+	 * SPSC: 1 while the producer is inside a write or holds a claim, so
+	 * that a consumer closing the ring knows whether a record may still be
+	 * published (spsc_enter() in ring_spsc.c).  Here with the cold role
+	 * counts, away from tail: the producer stores it twice per write and
+	 * the consumer reads it only while closing, so it stays in the
+	 * producer's cache.  Beside tail it cost a miss whenever the consumer
+	 * had just polled tail.
+	 */
+	_Atomic uint32_t busy;
+
+	/*
+	 * The park line.  Producers load park after every commit, so nothing
+	 * here is written while the consumer is awake; the other fields are
+	 * written only on the wake path.
+	 *   park      LULL_PARK_AWAKE, or how the consumer sleeps; the futex
+	 *             word of the futex backends
+	 *   wake_fd   the eventfd to write for LULL_PARK_EVENTFD, valid in
+	 *             process wake_pid; -1 when none
+	 *   wakers    producers between reading wake_fd and writing to it
+	 *   wakes     wake-up system calls made
+	 */
+	alignas(LULL_LINE_PAIR) _Atomic uint32_t park;
+	_Atomic uint32_t state; /* LULL_STATE_*, set once, never cleared */
+	_Atomic int32_t wake_fd;
+	_Atomic int32_t wake_pid;
+	_Atomic uint32_t wakers;
+	_Atomic uint64_t wakes;
+
+	/*
+	 * The fatal report: fatal_state 0 free, 1 taken by the first
+	 * lull_ring_fatal(), whose caller then owns the fields; the shutdown
+	 * that follows publishes them (the FATAL state bit, seq_cst, which
+	 * the consumer acquires before it reads them).
+	 */
+	alignas(LULL_LINE_PAIR) _Atomic uint32_t fatal_state;
+	alignas(8) struct lull_fatal fatal; /* handed as an 8-aligned record */
+
+	/*
+	 * Producers blocked in lull_producer_wait(), and the futex word they
+	 * sleep on, which the consumer (or a shutdown) bumps to wake them.
+	 * In the fatal block's cold tail, on a line of its own: the consumer
+	 * loads space_waiters after every batch, and nothing writes here
+	 * unless a producer waits for room.
+	 */
+	alignas(64) _Atomic uint32_t space_waiters;
+	_Atomic uint32_t space_seq;
+	_Atomic uint64_t space_wakes; /* lull__space_wake() calls */
+};
+
+/* Region state bits (lull_region.state). */
+#define LULL_STATE_CLOSED 1u   /* shut down: no new claims */
+#define LULL_STATE_DISCARD 2u  /* immediate: drop what is undelivered */
+#define LULL_STATE_FATAL 4u    /* a fatal record precedes the poison */
+/* 8u was "no consumer", which nothing read: free, never reused in v2. */
+#define LULL_STATE_SEALED 16u  /* the consumer chose fatal-or-poison */
+
+/* MPSC: the tail's low bit says closed, so a claim CAS can never pass a
+ * shutdown (positions are multiples of 8). */
+#define LULL_TAIL_CLOSED 1u
+#define LULL_TAIL_FLAGS 7u
+
+/* Values of the park word. */
+#define LULL_PARK_AWAKE 0u
+#define LULL_PARK_FUTEX 1u   /* sleeping in a futex wait on the word */
+#define LULL_PARK_EVENTFD 2u /* sleeping on the eventfd in wake_fd */
+
+/* Region flags (lull_region.flags), fixed at creation. */
+/*
+ * Producers and the consumer all live in the creating process, which is
+ * registered for membarrier(2): the park barrier is asymmetric (see
+ * lull__notify()).  Decided once, when the region is created: without it
+ * (caller memory, or a registration that failed) both sides fence, and
+ * neither side ever changes mode later.
+ */
+#define LULL_REGION_ASYM_BARRIER 1u
+
+static_assert(offsetof(struct lull_region, tail) == 128, "region layout");
+static_assert(offsetof(struct lull_region, head) == 256, "region layout");
+static_assert(offsetof(struct lull_region, producers) == 384,
+	      "region layout");
+static_assert(offsetof(struct lull_region, park) == 512, "region layout");
+static_assert(offsetof(struct lull_region, fatal_state) == 640,
+	      "region layout");
+static_assert(offsetof(struct lull_region, space_waiters) == 960,
+	      "region layout");
+static_assert(sizeof(struct lull_region) <= LULL_REGION_DATA_OFFSET,
+	      "region header overlaps the data");
+
+/*
+ * A record header in the data area.  length is the header plus the payload
+ * (so never 0 for a written record); the record occupies length rounded up
+ * to 8.  In both topologies length is the commit flag (only MPSC stores
+ * the negative value):
+ *     0   not written yet (the consumer zeroes what it consumed)
+ *    <0   claimed by a producer, payload being written
+ *    >0   committed: type and payload are complete
+ */
+struct lull_record_header {
+	_Atomic int32_t length;
+	int32_t type;
+};
+
+static_assert(sizeof(struct lull_record_header) == LULL_RECORD_HEADER_SIZE,
+	      "record header size");
+
+#endif /* LULL_PRIVATE_REGION_H */

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring_wait.c - the blocking backend: lull_ring_wait() parks the calling
+ * consumer thread in a futex wait on the park word, after an optional
+ * spin (fixed, or adaptive while records stream in).
+ */
+#include <ck_pr.h>
+
+#include "park.h"
+
+bool lull__spin_for_record(struct lull_ring *ring)
+{
+	uint64_t window = ring->spin_ns, deadline;
+	unsigned pauses = 1;
+
+	if (window == LULL_PARK_SPIN_ADAPTIVE) {
+		if (!ring->streaming)
+			return false;
+		window = LULL_PARK_ADAPTIVE_SPIN_NS;
+	}
+	if (!window)
+		return false;
+	deadline = lull__deadline_ns(lull__now_ns(), window);
+	for (;;) {
+		/* Read the clock only every 8 polls: it costs more than one. */
+		for (int i = 0; i < 8; i++) {
+			if (lull__ring_readable(ring))
+				return true;
+			/*
+			 * Back off, up to 32 pauses a poll: every poll of a
+			 * line the producer is writing costs it a cache miss,
+			 * and letting it run ahead makes the next batch longer.
+			 */
+			for (unsigned k = 0; k < pauses; k++)
+				ck_pr_stall();
+			if (pauses < 32)
+				pauses <<= 1;
+		}
+		if (lull__now_ns() >= deadline) {
+			ring->streaming = false;
+			return false;
+		}
+	}
+}
+
+LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
+{
+	uint64_t deadline = UINT64_MAX, slice, now;
+	bool timed_out, safety_slice;
+	long ret;
+
+	if (!ring)
+		return -EINVAL;
+	if (!ring->is_consumer)
+		return -EPERM;
+	if (ring->uring_pending || ring->loop)
+		return -EBUSY;
+	if (lull__ring_done(ring))
+		return -EPIPE;
+	if (lull__ring_readable(ring))
+		return 0;
+	if (timeout_ns == 0)
+		return -ETIMEDOUT;
+	if (timeout_ns > 0)
+		deadline = lull__deadline_ns(lull__now_ns(),
+					     (uint64_t)timeout_ns);
+	if (lull__spin_for_record(ring))
+		return 0;
+	for (;;) {
+		/*
+		 * The sleep lasts until a producer wakes us, unless the
+		 * caller's deadline or the opt-in safety net ends it sooner:
+		 * with neither, no timer at all.
+		 */
+		slice = ring->safety_ns ? ring->safety_ns : LULL_NS_FOREVER;
+		safety_slice = ring->safety_ns != 0;
+		if (deadline != UINT64_MAX) {
+			now = lull__now_ns();
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			if (deadline - now <= slice) {
+				slice = deadline - now;
+				safety_slice = false;
+			}
+		}
+		ret = lull__park_begin(ring, LULL_PARK_FUTEX);
+		if (ret < 0)
+			return (int)ret;
+		if (!ret) {
+			/* A record came while we announced: a stream. */
+			ring->streaming = true;
+			return 0;
+		}
+		/* sleep: returns at once if a producer already reset the word */
+		ret = lull__futex_wait(&ring->region->park, LULL_PARK_FUTEX, slice);
+		timed_out = ret == -ETIMEDOUT;
+		lull__park_finish(ring, timed_out && safety_slice);
+		if (lull__ring_readable(ring))
+			return 0;
+		/* Woken with nothing to read (a stale wake, EINTR): again. */
+	}
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wake.c - the producer's wake-up, out of line: the wake claim and the
+ * wake of the protocol in park.h (futex wake or eventfd write), the
+ * eventfd a consumer publishes for it, the heavy side of the barrier
+ * pairs, and the wake-up of producers waiting for room.  Shutdown uses
+ * the same wake-up.  A leaf: it calls nothing else of lull's.
+ */
+#include <linux/membarrier.h>
+#include <limits.h>
+#include <sched.h>
+
+#include "park.h"
+
+void lull__space_wake(struct lull_region *region)
+{
+	/*
+	 * Bump the word first: a producer that read it before registering
+	 * and has not slept yet then finds it changed and does not sleep.
+	 */
+	/*
+	 * Release: pairs with the waiting producer's acquire load of the
+	 * word in lull_producer_wait(), which then sees the head we stored.
+	 */
+	atomic_fetch_add_explicit(&region->space_seq, 1, memory_order_release);
+	/* An RMW: the consumer and any shutdown may both get here. */
+	atomic_fetch_add_explicit(&region->space_wakes, 1,
+				  memory_order_relaxed);
+	lull__futex_wake(&region->space_seq, INT_MAX);
+}
+
+/*
+ * Out of line: the consumer looked parked.  Several producers (and a
+ * shutdown) may get here for the same park; the CAS lets exactly one of
+ * them wake it.
+ */
+void lull__wake_region(struct lull_region *region, uint32_t seen,
+		       int32_t pid)
+{
+	int fd;
+
+	/*
+	 * An eventfd is a descriptor of the consumer's process: a producer in
+	 * another process cannot write it, so it must not claim the wake-up
+	 * either.  The consumer's safety net then finds the record and counts
+	 * it as a lost wake-up, which is what it is.
+	 */
+	if (seen == LULL_PARK_EVENTFD &&
+	    atomic_load_explicit(&region->wake_pid, memory_order_relaxed) !=
+		    pid)
+		return;
+	/*
+	 * wake_claim.  Relaxed: the CAS only decides who wakes; the record
+	 * itself is ordered by its own release store, and the wake-up system
+	 * call is a full barrier anyway.
+	 */
+	if (!atomic_compare_exchange_strong_explicit(
+		    &region->park, &seen, LULL_PARK_AWAKE,
+		    memory_order_relaxed, memory_order_relaxed))
+		return;
+	/* wake */
+	if (seen == LULL_PARK_FUTEX) {
+		lull__futex_wake(&region->park, 1);
+	} else {
+		/*
+		 * seq_cst, with the consumer's seq_cst store of wake_fd and
+		 * load of wakers in lull__wake_fd_set(): either the consumer
+		 * sees us here and waits before closing the eventfd, or we see
+		 * its -1 and write nothing.
+		 */
+		atomic_fetch_add_explicit(&region->wakers, 1,
+					  memory_order_seq_cst);
+		fd = atomic_load_explicit(&region->wake_fd,
+					  memory_order_seq_cst);
+		/* syscall(), not write(): no cancellation point here. */
+		if (fd >= 0)
+			LULL_SYSCALL(syscall(SYS_write, fd, &(uint64_t){ 1 },
+					     sizeof(uint64_t)));
+		/* Pairs with the seq_cst load of wakers in
+		 * lull__wake_fd_set(): the write is over before the close. */
+		atomic_fetch_sub_explicit(&region->wakers, 1,
+					  memory_order_release);
+	}
+	atomic_fetch_add_explicit(&region->wakes, 1, memory_order_relaxed);
+}
+
+void lull__wake(struct lull_producer *prod, uint32_t seen)
+{
+	lull__wake_region(prod->region, seen, prod->pid);
+}
+
+void lull__wake_fd_set(struct lull_region *region, int fd)
+{
+	atomic_store_explicit(&region->wake_pid, (int32_t)getpid(),
+			      memory_order_relaxed);
+	/* Pairs with the seq_cst RMW and load in lull__wake(). */
+	atomic_store_explicit(&region->wake_fd, fd, memory_order_seq_cst);
+	if (fd >= 0)
+		return;
+	/*
+	 * Withdrawn: a producer that read the old descriptor may still be
+	 * writing to it.  Wake-ups are one system call long, so waiting for
+	 * them is short; after this the caller may close the eventfd.
+	 */
+	while (atomic_load_explicit(&region->wakers, memory_order_seq_cst))
+		sched_yield();
+}
+
+int lull__barrier_heavy(bool asym)
+{
+	/*
+	 * Symmetric: the other side fences too, so a fence here completes
+	 * the pair (C11 fence-to-fence ordering).
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!asym)
+		return 0;
+	/*
+	 * Asymmetric: the other side has only a compiler barrier, so a fence
+	 * here orders nothing of theirs; only membarrier(2), which runs a
+	 * full barrier on every CPU running one of our threads, restores the
+	 * handshake.  The mode was fixed when the region was created, after
+	 * the registration succeeded, so this cannot fail in a sane process;
+	 * if it ever does (a seccomp filter installed later), no barrier on
+	 * this side would be correct, and the caller must not sleep: the
+	 * error goes to whoever asked to park.
+	 */
+	return (int)LULL_SYSCALL(syscall(SYS_membarrier,
+					 MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0,
+					 0));
+}
