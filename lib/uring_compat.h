@@ -2,8 +2,10 @@
 /*
  * uring_compat.h - the few io_uring pieces that Debian 12's liburing 2.3
  * lacks: the futex-wait opcode and its SQE helper (liburing 2.5, Linux
- * 6.7), the no-iowait enter flag (Linux 6.15), and a submit-and-wait that
- * can pass it.  Where liburing has the real helper, it is used.
+ * 6.7), the no-iowait enter flag (Linux 6.15) and a submit-and-wait that
+ * can pass it, and io_uring_enable_rings(), which 2.3 declares but its
+ * shared library does not export (2.4 added it to the version script).
+ * Where liburing has the real helper, it is used.
  */
 #ifndef LULL_URING_COMPAT_H
 #define LULL_URING_COMPAT_H
@@ -27,6 +29,7 @@
 #endif
 
 #ifdef IO_URING_CHECK_VERSION /* liburing 2.4+ */
+#define LULL_HAVE_ENABLE_RINGS 1
 #if !IO_URING_CHECK_VERSION(2, 5)
 #define LULL_HAVE_PREP_FUTEX_WAIT 1
 #endif
@@ -99,18 +102,24 @@ static inline int lull__uring_submit_wait(struct io_uring *ring,
 }
 
 /*
- * Lift IORING_SETUP_R_DISABLED (Linux 5.10); liburing 2.3 has no helper.
- * The calling thread becomes the ring's single issuer.
+ * Lift IORING_SETUP_R_DISABLED (Linux 5.10): the calling thread becomes the
+ * ring's single issuer.  liburing's io_uring_enable_rings() where it can be
+ * linked (2.4+), else the same system call.  Returns 0 or a negative errno;
+ * errno is left as it was.
  */
 static inline int lull__uring_enable(struct io_uring *ring)
 {
 	int saved_errno = errno;
 	long ret;
 
+#ifdef LULL_HAVE_ENABLE_RINGS
+	ret = io_uring_enable_rings(ring);
+#else
 	ret = syscall(__NR_io_uring_register, ring->ring_fd,
 		      IORING_REGISTER_ENABLE_RINGS, NULL, 0);
 	if (ret < 0)
 		ret = -errno;
+#endif
 	errno = saved_errno;
 	return (int)ret;
 }
