@@ -62,8 +62,9 @@
  * urcu) keep their natural waiting: on an empty ring the consumer, and on a
  * full ring (or an exhausted urcu pool) the producer, back off with
  * bench_backoff_wait() (PAUSE spins, then sched_yield()), as do lull's
- * producers on a full ring: lull has no producer-side park.  pipe and
- * eventfd block in the kernel.
+ * producers on a full ring, so that every ring's producers wait alike
+ * (lull_producer_wait() would park them; it is not measured here).  pipe
+ * and eventfd block in the kernel.
  *
  * wakes_per_msg: wake-up system calls made by the producers, per message.
  * lull: lull_ring_stats().wakes over the run (a producer makes one only when
