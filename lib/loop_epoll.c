@@ -1,261 +1,83 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loop_epoll.c - the loop where io_uring is unavailable: epoll over the
- * loop's eventfd (which producers write to wake it), its signalfd, and the
- * file descriptors of emulated SQEs.
- *
- * An emulated SQE waits for readiness of its descriptor, then makes the
- * equivalent non-blocking system call and completes with what io_uring
- * would have returned.  Several SQEs may wait on one descriptor: the
- * descriptor's epoll interest is the union of theirs.
+ * loop_epoll.c - the loop's backend where io_uring is unavailable: epoll
+ * over the loop's eventfd (which producers write to wake it), its
+ * signalfd, and the file descriptors of emulated SQEs (loop_epoll_sqe.c);
+ * timers and TIMEOUTs are deadlines that bound the sleep.
  */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "loop_internal.h"
 
 #define EPOLL_BATCH 64
 
-/* epoll_event.data of an emulated SQE's descriptor: fd << 3 | TAG_OP. */
-static uint64_t fd_key(int fd)
+/* Watch @fd for reading, non-blocking, under @key. */
+static int epoll_watch(struct loop_epoll *e, int fd, uint64_t key)
 {
-	return ((uint64_t)(unsigned)fd << 3) | TAG_OP;
-}
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = key };
+	long ret;
 
-int lull__epoll_init(struct lull_loop *loop)
-{
-	struct epoll_event ev = {
-		.events = EPOLLIN,
-		.data.u64 = loop_tag(NULL, TAG_KICK),
-	};
-	long fd, ret;
-
-	fd = LULL_SYSCALL(epoll_create1(EPOLL_CLOEXEC));
-	if (fd < 0)
-		return (int)fd;
-	loop->epfd = (int)fd;
-	ret = LULL_SYSCALL(fcntl(loop->kick_fd, F_SETFL, O_NONBLOCK));
-	if (ret < 0)
-		return (int)ret;
-	ret = LULL_SYSCALL(epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->kick_fd,
-				     &ev));
+	ret = LULL_SYSCALL(fcntl(fd, F_SETFL, O_NONBLOCK));
+	if (ret >= 0)
+		ret = LULL_SYSCALL(epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev));
 	return ret < 0 ? (int)ret : 0;
 }
 
-void lull__epoll_fini(struct lull_loop *loop)
+static int epoll_init(struct lull_loop *loop, unsigned entries)
 {
-	if (loop->epfd >= 0)
-		close(loop->epfd);
-	loop->epfd = -1;
+	struct loop_epoll *e;
+	long fd;
+	int ret;
+
+	(void)entries; /* no submission queue to size */
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	fd = LULL_SYSCALL(epoll_create1(EPOLL_CLOEXEC));
+	if (fd < 0) {
+		free(e);
+		return (int)fd;
+	}
+	e->epfd = (int)fd;
+	ret = epoll_watch(e, loop->kick_fd, loop_tag(NULL, TAG_KICK));
+	if (ret < 0) {
+		close(e->epfd);
+		free(e);
+		return ret;
+	}
+	loop->be_data = e;
+	return 0;
 }
 
-/* What an emulated SQE waits for on its descriptor; 0 for none. */
-static uint32_t op_events(const struct io_uring_sqe *sqe)
+static void epoll_fini(struct lull_loop *loop)
 {
-	switch (sqe->opcode) {
-	case IORING_OP_READ:
-	case IORING_OP_RECV:
-	case IORING_OP_ACCEPT:
-		return EPOLLIN;
-	case IORING_OP_WRITE:
-	case IORING_OP_SEND:
-		return EPOLLOUT;
-	case IORING_OP_POLL_ADD:
-		return sqe->poll32_events;
-	default:
-		return 0;
-	}
+	struct loop_epoll *e = loop_epoll_of(loop);
+
+	close(e->epfd);
+	free(e);
+	loop->be_data = NULL;
 }
 
-/*
- * Try the system call of an emulated SQE.  Returns false when it would
- * block (wait for readiness), true with *res set otherwise.
- */
-static bool op_try(struct loop_op *op, bool ready, uint32_t revents,
-		   int *res)
+static int epoll_start(struct lull_loop *loop)
 {
-	const struct io_uring_sqe *sqe = &op->sqe;
-	void *addr = (void *)(uintptr_t)sqe->addr;
-	long ret;
-
-	switch (sqe->opcode) {
-	case IORING_OP_READ:
-		if (!ready)
-			return false;
-		ret = -ESPIPE;
-		if (sqe->off != UINT64_MAX)
-			ret = LULL_SYSCALL(pread(sqe->fd, addr, sqe->len,
-						 (off_t)sqe->off));
-		/* io_uring ignores the offset of a stream (pipe, socket). */
-		if (ret == -ESPIPE)
-			ret = LULL_SYSCALL(read(sqe->fd, addr, sqe->len));
-		break;
-	case IORING_OP_WRITE:
-		if (!ready)
-			return false;
-		ret = -ESPIPE;
-		if (sqe->off != UINT64_MAX)
-			ret = LULL_SYSCALL(pwrite(sqe->fd, addr, sqe->len,
-						  (off_t)sqe->off));
-		if (ret == -ESPIPE)
-			ret = LULL_SYSCALL(write(sqe->fd, addr, sqe->len));
-		break;
-	case IORING_OP_RECV:
-		ret = LULL_SYSCALL(recv(sqe->fd, addr, sqe->len,
-					(int)sqe->msg_flags | MSG_DONTWAIT));
-		break;
-	case IORING_OP_SEND:
-		ret = LULL_SYSCALL(send(sqe->fd, addr, sqe->len,
-					(int)sqe->msg_flags | MSG_DONTWAIT |
-						MSG_NOSIGNAL));
-		break;
-	case IORING_OP_ACCEPT:
-		/* accept4() would block on a blocking listener. */
-		if (!ready)
-			return false;
-		ret = LULL_SYSCALL(accept4(
-			sqe->fd, addr,
-			(socklen_t *)(uintptr_t)sqe->addr2,
-			(int)(sqe->accept_flags | SOCK_NONBLOCK)));
-		break;
-	case IORING_OP_POLL_ADD:
-		if (!ready)
-			return false;
-		ret = revents;
-		break;
-	default:
-		ret = -EOPNOTSUPP;
-		break;
-	}
-	if (ret == -EAGAIN)
-		return false;
-	*res = (int)ret;
-	return true;
+	(void)loop;
+	return 0;
 }
 
-/*
- * Set @fd's epoll interest to the union of its waiting SQEs'.  Returns 0,
- * or epoll's error (-EPERM: a regular file, which cannot be polled).
- */
-static int fd_sync(struct lull_loop *loop, int fd)
+
+/* Start what lull_loop_sqe() queued, in order: complete it, or wait. */
+static bool epoll_reap(struct lull_loop *loop)
 {
-	struct epoll_event ev = { .data.u64 = fd_key(fd) };
-	struct loop_op *op;
-	uint32_t events = 0;
-	long ret;
-
-	for (op = loop->waiting_ops; op; op = op->next)
-		if (op->sqe.fd == fd && !op->deadline_ns)
-			events |= op_events(&op->sqe);
-	ev.events = events;
-	if (!events) {
-		LULL_SYSCALL(epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, NULL));
-		return 0;
-	}
-	ret = LULL_SYSCALL(epoll_ctl(loop->epfd, EPOLL_CTL_MOD, fd, &ev));
-	if (ret == -ENOENT)
-		ret = LULL_SYSCALL(epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd,
-					     &ev));
-	return (int)ret;
-}
-
-static void op_wait(struct lull_loop *loop, struct loop_op *op)
-{
-	op->next = loop->waiting_ops;
-	loop->waiting_ops = op;
-}
-
-static bool op_unlink(struct lull_loop *loop, struct loop_op *op)
-{
-	for (struct loop_op **link = &loop->waiting_ops; *link;
-	     link = &(*link)->next)
-		if (*link == op) {
-			*link = op->next;
-			return true;
-		}
-	return false;
-}
-
-static int op_cancel(struct lull_loop *loop, uint64_t user_data)
-{
-	for (struct loop_op *op = loop->waiting_ops; op; op = op->next) {
-		if (loop_tag(op, TAG_OP) != user_data)
-			continue;
-		op_unlink(loop, op);
-		if (!op->deadline_ns)
-			fd_sync(loop, op->sqe.fd);
-		lull__loop_op_complete(loop, op, -ECANCELED, 0);
-		return 0;
-	}
-	return -ENOENT;
-}
-
-/* Start one queued SQE: complete it now, or make it wait. */
-static void op_start(struct lull_loop *loop, struct loop_op *op)
-{
-	const struct io_uring_sqe *sqe = &op->sqe;
-	const struct __kernel_timespec *ts;
-	int res;
-
-	switch (sqe->opcode) {
-	case IORING_OP_NOP:
-		lull__loop_op_complete(loop, op, 0, 0);
-		return;
-	case IORING_OP_CLOSE:
-		lull__loop_op_complete(loop, op,
-				       (int)LULL_SYSCALL(close(sqe->fd)), 0);
-		return;
-	case IORING_OP_ASYNC_CANCEL:
-		lull__loop_op_complete(loop, op, op_cancel(loop, sqe->addr), 0);
-		return;
-	case IORING_OP_TIMEOUT:
-		ts = (const struct __kernel_timespec *)(uintptr_t)sqe->addr;
-		/* Saturated: a huge timeout is one that never fires. */
-		op->deadline_ns =
-			ts->tv_sec < 0 ? 0
-			: (uint64_t)ts->tv_sec >= UINT64_MAX / 1000000000u
-				? UINT64_MAX
-				: lull__deadline_ns((uint64_t)ts->tv_sec *
-							    1000000000u,
-						    (uint64_t)ts->tv_nsec);
-		if (!(sqe->timeout_flags & IORING_TIMEOUT_ABS))
-			op->deadline_ns = lull__deadline_ns(lull__now_ns(),
-							    op->deadline_ns);
-		if (!op->deadline_ns)
-			op->deadline_ns = 1;
-		op_wait(loop, op);
-		return;
-	default:
-		break;
-	}
-	if (!op_events(sqe)) {
-		lull__loop_op_complete(loop, op, -EOPNOTSUPP, 0);
-		return;
-	}
-	if (op_try(op, false, 0, &res)) {
-		lull__loop_op_complete(loop, op, res, 0);
-		return;
-	}
-	op_wait(loop, op);
-	if (fd_sync(loop, sqe->fd) == -EPERM) {
-		/* A regular file cannot be polled: it is always ready. */
-		op_unlink(loop, op);
-		op_try(op, true, 0, &res);
-		lull__loop_op_complete(loop, op, res, 0);
-	}
-}
-
-void lull__epoll_submit(struct lull_loop *loop)
-{
-	struct loop_op *list = loop->pending_ops, *op, *reversed = NULL;
+	struct loop_epoll *e = loop_epoll_of(loop);
+	struct loop_op *list = e->pending, *op, *reversed = NULL;
 
 	/* Queued newest first; start them in the order they were queued. */
-	loop->pending_ops = NULL;
+	e->pending = NULL;
 	while (list) {
 		op = list;
 		list = op->next;
@@ -265,15 +87,18 @@ void lull__epoll_submit(struct lull_loop *loop)
 	while (reversed) {
 		op = reversed;
 		reversed = op->next;
-		op_start(loop, op);
+		lull__epoll_op_start(loop, op);
 	}
+	return false;
 }
 
-uint64_t lull__epoll_next_deadline(struct lull_loop *loop)
+/* Earliest deadline among emulated TIMEOUTs and timers, or UINT64_MAX. */
+static uint64_t next_deadline(struct lull_loop *loop)
 {
+	struct loop_epoll *e = loop_epoll_of(loop);
 	uint64_t next = UINT64_MAX;
 
-	for (struct loop_op *op = loop->waiting_ops; op; op = op->next)
+	for (struct loop_op *op = e->waiting; op; op = op->next)
 		if (op->deadline_ns && op->deadline_ns < next)
 			next = op->deadline_ns;
 	for (struct lull_loop_timer *t = loop->timers; t; t = t->next)
@@ -282,72 +107,38 @@ uint64_t lull__epoll_next_deadline(struct lull_loop *loop)
 	return next;
 }
 
-/* Descriptor @fd is ready with @revents: run the SQEs waiting on it. */
-static void fd_ready(struct lull_loop *loop, int fd, uint32_t revents)
+static void read_signals(struct lull_loop *loop)
 {
-	struct loop_op *op, *next;
-	int res;
+	struct signalfd_siginfo info;
 
-	for (op = loop->waiting_ops; op; op = next) {
-		next = op->next;
-		if (op->sqe.fd != fd || op->deadline_ns)
-			continue;
-		if (!(revents & (op_events(&op->sqe) | EPOLLERR | EPOLLHUP)))
-			continue;
-		if (!op_try(op, true, revents, &res))
-			continue;
-		op_unlink(loop, op);
-		lull__loop_op_complete(loop, op, res, 0);
-		/* The callback may have changed the list: start over. */
-		next = loop->waiting_ops;
-	}
-	fd_sync(loop, fd);
+	while (LULL_SYSCALL(read(loop->sigfd, &info, sizeof(info))) ==
+	       (long)sizeof(info))
+		lull__loop_signal(loop, (int)info.ssi_signo);
 }
 
-static void fire_due(struct lull_loop *loop)
-{
-	uint64_t now = lull__now_ns();
-	struct lull_loop_timer *timer;
-	struct loop_op *op;
-	bool again = true;
-
-	while (again) {
-		again = false;
-		for (op = loop->waiting_ops; op; op = op->next) {
-			if (!op->deadline_ns || op->deadline_ns > now)
-				continue;
-			op_unlink(loop, op);
-			lull__loop_op_complete(loop, op, -ETIME, 0);
-			again = true;
-			break;
-		}
-		for (timer = loop->timers; timer; timer = timer->next) {
-			if (timer->cancelled || timer->deadline_ns > now)
-				continue;
-			lull__loop_timer_fired(loop, timer); /* may free it */
-			again = true;
-			break;
-		}
-	}
-}
-
-int lull__epoll_wait(struct lull_loop *loop, uint64_t timeout_ns)
+/*
+ * Wait at most @timeout_ns (0: poll; LULL_NS_FOREVER or more: no limit)
+ * for events, and handle them and every deadline that passed.  Returns
+ * the number of events, or epoll_wait()'s error (-EINTR: a signal).
+ */
+static int epoll_sleep(struct lull_loop *loop, uint64_t timeout_ns)
 {
 	struct epoll_event events[EPOLL_BATCH];
 	/*
 	 * Rounded up to whole ms without overflow: a wait is never shorter
-	 * than asked (0 stays a poll); UINT64_MAX waits without a timeout.
+	 * than asked (0 stays a poll).
 	 */
 	uint64_t timeout_ms = timeout_ns / 1000000 + !!(timeout_ns % 1000000);
+	int timeout = timeout_ns >= LULL_NS_FOREVER ? -1
+		      : timeout_ms > INT_MAX	    ? INT_MAX
+						    : (int)timeout_ms;
 	uint64_t drain;
 	long n;
 
-	n = LULL_SYSCALL(epoll_wait(loop->epfd, events, EPOLL_BATCH,
-				    timeout_ns == UINT64_MAX ? -1
-				    : timeout_ms > INT_MAX   ? INT_MAX
-							     : (int)timeout_ms));
+	n = LULL_SYSCALL(epoll_wait(loop_epoll_of(loop)->epfd, events,
+				    EPOLL_BATCH, timeout));
 	if (n < 0)
-		return (int)n; /* -EINTR: a signal, not the safety net */
+		return (int)n;
 	for (long i = 0; i < n; i++) {
 		uint64_t key = events[i].data.u64;
 
@@ -363,17 +154,134 @@ int lull__epoll_wait(struct lull_loop *loop, uint64_t timeout_ns)
 						sizeof(drain)));
 			break;
 		case TAG_SIGNAL:
-			while (LULL_SYSCALL(read(loop->sigfd, &loop->sigbuf,
-						 sizeof(loop->sigbuf))) ==
-			       (long)sizeof(loop->sigbuf))
-				loop->sigfn(loop, (int)loop->sigbuf.ssi_signo,
-					    loop->sigctx);
+			read_signals(loop);
 			break;
 		default:
-			fd_ready(loop, (int)(key >> 3), events[i].events);
+			lull__epoll_fd_ready(loop, (int)(key >> 3),
+					     events[i].events);
 			break;
 		}
 	}
-	fire_due(loop);
+	lull__epoll_fire_due(loop);
 	return (int)n;
 }
+
+static int epoll_poll(struct lull_loop *loop, bool busy)
+{
+	int ret;
+
+	/* SQEs that callbacks queued start on the next pass. */
+	if (!busy && !loop_epoll_of(loop)->pending)
+		return 0;
+	if (loop->ops_in_flight || loop->timers || loop->sigfd >= 0) {
+		ret = epoll_sleep(loop, 0);
+		if (ret < 0 && ret != -EINTR)
+			return ret;
+	}
+	return 1;
+}
+
+static int epoll_wait_event(struct lull_loop *loop, uint64_t timeout_ns,
+			    bool parked)
+{
+	/* Only a timeout of the caller's own counts as one. */
+	bool limited = timeout_ns < LULL_NS_FOREVER;
+	uint64_t next, now;
+	int ret;
+
+	(void)parked; /* every ring's producers write the eventfd watched */
+	next = next_deadline(loop);
+	if (next != UINT64_MAX) {
+		now = lull__now_ns();
+		if (next <= now) {
+			timeout_ns = 0;
+			limited = false;
+		} else if (next - now < timeout_ns) {
+			timeout_ns = next - now;
+			limited = false;
+		}
+	}
+	ret = epoll_sleep(loop, timeout_ns);
+	if (ret < 0)
+		return ret == -EINTR ? 0 : ret;
+	return limited && ret == 0;
+}
+
+static struct io_uring_sqe *epoll_sqe(struct lull_loop *loop,
+				      struct loop_op *op)
+{
+	struct loop_epoll *e = loop_epoll_of(loop);
+
+	op->next = e->pending;
+	e->pending = op;
+	return &op->sqe;
+}
+
+/* An emulated ASYNC_CANCEL, queued after @op. */
+static int epoll_cancel(struct lull_loop *loop, struct loop_op *op)
+{
+	struct loop_epoll *e = loop_epoll_of(loop);
+	struct loop_op *cancel = lull__loop_op_alloc(loop);
+
+	if (!cancel)
+		return -ENOMEM;
+	io_uring_prep_cancel64(&cancel->sqe, loop_tag(op, TAG_OP), 0);
+	cancel->in_flight = true;
+	cancel->next = e->pending;
+	e->pending = cancel;
+	loop->ops_in_flight++;
+	return 0;
+}
+
+static int epoll_timer_arm(struct lull_loop *loop,
+			   struct lull_loop_timer *timer, uint64_t delay_ns)
+{
+	(void)loop;
+	/* Saturated: UINT64_MAX is a deadline that never comes. */
+	timer->deadline_ns = lull__deadline_ns(lull__now_ns(), delay_ns);
+	return 0;
+}
+
+static void epoll_timer_cancel(struct lull_loop *loop,
+			       struct lull_loop_timer *timer)
+{
+	/* Inside its own callback: freed when the callback returns. */
+	if (!timer->firing)
+		lull__loop_timer_gone(loop, timer);
+}
+
+static int epoll_signals(struct lull_loop *loop)
+{
+	return epoll_watch(loop_epoll_of(loop), loop->sigfd,
+			   loop_tag(NULL, TAG_SIGNAL));
+}
+
+/* Producers of this ring write the loop's eventfd. */
+static void epoll_ring_attached(struct lull_loop *loop, struct loop_ring *lr)
+{
+	lull__wake_fd_set(lr->ring->region, loop->kick_fd);
+}
+
+static bool epoll_ring_detached(struct lull_loop *loop, struct loop_ring *lr)
+{
+	(void)loop;
+	(void)lr;
+	return false;
+}
+
+const struct loop_backend lull__loop_epoll = {
+	.park_how = LULL_PARK_EVENTFD,
+	.init = epoll_init,
+	.fini = epoll_fini,
+	.start = epoll_start,
+	.sqe = epoll_sqe,
+	.cancel = epoll_cancel,
+	.timer_arm = epoll_timer_arm,
+	.timer_cancel = epoll_timer_cancel,
+	.signals = epoll_signals,
+	.ring_attached = epoll_ring_attached,
+	.ring_detached = epoll_ring_detached,
+	.reap = epoll_reap,
+	.poll = epoll_poll,
+	.wait = epoll_wait_event,
+};

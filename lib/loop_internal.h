@@ -1,7 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loop_internal.h - the loop's state, shared by loop.c (the loop itself and
- * its io_uring backends) and loop_epoll.c (the fallback without io_uring).
+ * loop_internal.h - the loop's state, and the one interface between the
+ * loop's core and its backends.  Never installed.
+ *
+ * The files, in the order to read them, and who links to whom (an arrow is
+ * a call or a reference the linker resolves; there is no circle, which
+ * ../shared/tools/objcycles.py checks over build/lib/liblull.a):
+ *
+ *   loop.c            the core: lifecycle, run and stop, the park over
+ *    |                every attached ring (composing park.c's steps)
+ *    |-> loop_rings.c   attach, detach, drain, and shut the rings down
+ *    |-> loop_ops.c     user SQEs, cancels, timers, signals: the core side
+ *    |-> loop_backend.c which backend a loop runs on: the only file that
+ *    |    |             names them
+ *    |    |-> loop_uring.c  uring-futex and uring-eventfd
+ *    |    '-> loop_epoll.c  epoll: sleep, wake, timers and signals
+ *    |         '-> loop_epoll_sqe.c  the SQEs it emulates
+ *    '-> loop_complete.c  the completion entry points, and the op pool
+ *
+ * loop_rings.c and loop_ops.c use loop_complete.c too; the backends use
+ * nothing of the core but loop_complete.c.  The core calls a backend only
+ * through loop->be, a struct loop_backend, whose functions it reaches
+ * through pointers: no core file names a backend or tests which one it
+ * runs on.  A backend reports back only through the entry points of
+ * loop_complete.c (an op completed, a timer fired or went, a signal
+ * arrived), which never call into the core's other files: when a timer
+ * re-arms, it does so through loop->be as well.  A woken ring needs no
+ * entry point: every pass drains every ring, whatever woke the loop.
+ *
+ * One pass of lull_loop_run() makes two calls through loop->be (reap,
+ * poll), and a park or a coalescing window one more (wait); none is made
+ * per record.
  */
 #ifndef LULL_LOOP_INTERNAL_H
 #define LULL_LOOP_INTERNAL_H
@@ -13,8 +42,9 @@
 #include "uring_compat.h"
 
 /*
- * Every CQE's user_data is a pointer to one of the objects below with its
- * kind in the low bits (all are 8-byte aligned).
+ * Every user_data (io_uring) or epoll key the loop makes is a pointer to
+ * one of the objects below with its kind in the low bits (all are 8-byte
+ * aligned).  The core sets a user op's; the backends, the others.
  */
 enum loop_tag {
 	TAG_OP = 0,     /* struct loop_op: a user SQE */
@@ -31,17 +61,19 @@ static inline uint64_t loop_tag(const void *ptr, enum loop_tag tag)
 	return (uint64_t)(uintptr_t)ptr | tag;
 }
 
+/* A ring attached to the loop. */
 struct loop_ring {
 	struct lull_ring *ring;
 	lull_record_fn fn;
 	void *ctx;
 	unsigned batch;
-	bool futex_armed; /* URING_FUTEX: a wait on its park word in flight */
-	bool detached;    /* freed when the armed wait completes */
-	struct loop_ring *next_detached; /* loop->detached list */
+	/* The uring backends': */
+	bool futex_armed; /* uring-futex: a wait on its park word in flight */
+	bool detached;    /* freed when that wait completes */
+	struct loop_ring *next_detached; /* the backend's detached list */
 };
 
-/* A user SQE in flight.  In epoll mode it also holds the emulated SQE. */
+/* A user SQE in flight, or one the epoll backend emulates. */
 struct loop_op {
 	lull_cqe_fn fn;       /* NULL: the loop's own (an emulated cancel) */
 	void *ctx;
@@ -49,46 +81,39 @@ struct loop_op {
 	bool cancel_asked;    /* lull_loop_cancel() or a stop asked already */
 	struct loop_op *next; /* free list; epoll: pending/waiting lists */
 	struct loop_op *all_next; /* every op the loop allocated */
+	/* The epoll backend's: the SQE it emulates, and a TIMEOUT's end. */
 	struct io_uring_sqe sqe;
-	/* epoll emulation state */
-	uint64_t deadline_ns; /* TIMEOUT */
-	bool cancelled;
+	uint64_t deadline_ns;
 };
 
 struct lull_loop_timer {
-	struct lull_loop *loop;
 	lull_timer_fn fn;
 	void *ctx;
 	uint64_t interval_ns;
-	uint64_t deadline_ns;      /* epoll mode */
-	struct __kernel_timespec ts; /* io_uring mode: read at submission */
 	bool cancelled;
-	bool armed;                /* io_uring: a TIMEOUT in flight */
 	bool firing;               /* its callback is running */
 	struct lull_loop_timer *next;
+	/* The backends': */
+	bool armed;                  /* uring: a TIMEOUT in flight */
+	struct __kernel_timespec ts; /* uring: read at submission */
+	uint64_t deadline_ns;        /* epoll: UINT64_MAX never comes */
 };
 
 struct lull_loop {
-	int backend;
+	const struct loop_backend *be;
+	void *be_data; /* the backend's own state */
+	int backend;   /* enum lull_backend, for lull_loop_backend() */
 	bool running;
-	bool has_uring;
-	bool uring_enabled; /* IORING_SETUP_R_DISABLED was lifted */
-	bool no_iowait;
 	bool any_asym; /* an attached ring uses the asymmetric barrier */
 	_Atomic unsigned stop_requests; /* lull_loop_stop() calls */
 	unsigned stops_seen;            /* of them, acted upon */
 	unsigned stops_at_run;          /* stops_seen when the run began */
 	bool stopping;                  /* rings shut down, draining */
 
-	struct io_uring uring;
-	int epfd;
-
-	int kick_fd;        /* eventfd: lull_loop_stop() and eventfd wakes */
-	uint64_t kick_buf;
-	bool kick_armed;
+	int kick_fd; /* eventfd: lull_loop_stop() and eventfd wakes */
 
 	uint64_t spin_ns;
-	uint64_t safety_ns;
+	uint64_t safety_ns; /* 0: no safety net (the default) */
 	uint64_t coalesce_ns;
 	uint64_t records_at_rest; /* stats.records at the last park/window */
 
@@ -97,39 +122,167 @@ struct lull_loop {
 	unsigned rings_cap;
 
 	struct loop_op *all_ops;
-	struct loop_ring *detached; /* detached, futex wait still in flight */
 	struct loop_op *free_ops;
-	struct loop_op *pending_ops; /* epoll: queued, not yet started */
-	struct loop_op *waiting_ops; /* epoll: waiting for readiness or time */
 	unsigned ops_in_flight;
 
 	struct lull_loop_timer *timers; /* every live timer */
 
-	int sigfd;
-	struct signalfd_siginfo sigbuf;
-	bool sig_armed;
+	int sigfd; /* -1 until lull_loop_signals() */
 	lull_signal_fn sigfn;
 	void *sigctx;
 
 	struct lull_loop_stats stats;
 };
 
-/* Run a user op's callback and recycle it unless more CQEs follow. */
+/*
+ * A backend: what the core asks of the mechanism that sleeps, submits and
+ * completes.  Every function runs on the loop's thread (or, before the
+ * first run, the single thread that sets the loop up).
+ */
+struct loop_backend {
+	/* What a park announces on every ring: LULL_PARK_FUTEX or _EVENTFD. */
+	uint32_t park_how;
+	/*
+	 * Set up loop->be_data for a loop of @entries SQ entries (0: the
+	 * default); loop->kick_fd exists already.  Returns 0, or a negative
+	 * errno with nothing left to undo.
+	 */
+	int (*init)(struct lull_loop *loop, unsigned entries);
+	/* Release it all; what is in flight is dropped, no callback runs. */
+	void (*fini)(struct lull_loop *loop);
+	/* lull_loop_run() starts on this thread.  Returns 0 or an error. */
+	int (*start)(struct lull_loop *loop);
+	/*
+	 * The SQE for user op @op, to be submitted by a later reap, poll or
+	 * wait; NULL when there is none (the SQ is full even after a flush).
+	 */
+	struct io_uring_sqe *(*sqe)(struct lull_loop *loop, struct loop_op *op);
+	/*
+	 * Ask for @op to be cancelled; it completes later, through
+	 * lull__loop_op_complete().  Returns 0, -EBUSY (no SQE) or -ENOMEM.
+	 */
+	int (*cancel)(struct lull_loop *loop, struct loop_op *op);
+	/*
+	 * Arm @timer to fire (lull__loop_timer_fired()) after @delay_ns;
+	 * UINT64_MAX never comes.  Returns 0 or -EBUSY (no SQE).
+	 */
+	int (*timer_arm)(struct lull_loop *loop, struct lull_loop_timer *timer,
+			 uint64_t delay_ns);
+	/*
+	 * @timer was cancelled (timer->cancelled is set): disarm it, and hand
+	 * it to lull__loop_timer_gone() now or once it is no longer in use.
+	 */
+	void (*timer_cancel)(struct lull_loop *loop,
+			     struct lull_loop_timer *timer);
+	/* loop->sigfd was opened: watch it.  Returns 0 or an error. */
+	int (*signals)(struct lull_loop *loop);
+	/* @lr was attached: make its producers' wake-ups reach the loop. */
+	void (*ring_attached)(struct lull_loop *loop, struct loop_ring *lr);
+	/*
+	 * @lr was detached.  Returns true when the backend still refers to
+	 * it and frees it itself later, false when the core frees it now.
+	 */
+	bool (*ring_detached)(struct lull_loop *loop, struct loop_ring *lr);
+	/*
+	 * First in a pass: start what is queued, and complete what is done,
+	 * without sleeping.  Returns true when something completed.
+	 */
+	bool (*reap)(struct lull_loop *loop);
+	/*
+	 * Last in a pass that has more to do (@busy), or whose park was
+	 * cancelled: let I/O, timers and signals in without sleeping, so
+	 * that rings that keep the loop busy starve none of them.  Returns 1
+	 * when the loop must take another pass (@busy, or SQEs are queued
+	 * that only a pass starts), 0 when it may park, or an error.
+	 */
+	int (*poll)(struct lull_loop *loop, bool busy);
+	/*
+	 * Submit what is queued and sleep until an event, at most
+	 * @timeout_ns (LULL_NS_FOREVER or more: no limit), also for timers
+	 * that come sooner.  @parked: every ring has announced park_how,
+	 * so its producers' wake-ups must reach this sleep.  Returns 1 when
+	 * @timeout_ns ran out with nothing else happening, 0 when something
+	 * happened (or the sleep could not be taken), or an error.
+	 */
+	int (*wait)(struct lull_loop *loop, uint64_t timeout_ns, bool parked);
+};
+
+/* The backend for @backend (enum lull_backend), or NULL (loop_backend.c). */
+const struct loop_backend *lull__loop_backend(int backend);
+
+/* The backends (loop_uring.c, loop_epoll.c), for loop_backend.c only. */
+extern const struct loop_backend lull__loop_uring_futex;
+extern const struct loop_backend lull__loop_uring_eventfd;
+extern const struct loop_backend lull__loop_epoll;
+
+/* --- the epoll backend's state, shared by its two files --------------- */
+
+struct loop_epoll {
+	int epfd;
+	struct loop_op *pending; /* queued, not yet started (newest first) */
+	struct loop_op *waiting; /* waiting for readiness or time */
+};
+
+static inline struct loop_epoll *loop_epoll_of(const struct lull_loop *loop)
+{
+	return loop->be_data;
+}
+
+/* loop_epoll_sqe.c: start a queued SQE: complete it now, or make it wait. */
+void lull__epoll_op_start(struct lull_loop *loop, struct loop_op *op);
+/* Descriptor @fd is ready with @revents: run the SQEs waiting on it. */
+void lull__epoll_fd_ready(struct lull_loop *loop, int fd, uint32_t revents);
+/* Complete the TIMEOUTs and fire the timers whose deadline passed. */
+void lull__epoll_fire_due(struct lull_loop *loop);
+
+/* --- loop_complete.c: the completion entry points, the op pool -------- */
+
+/* A recycled or new op, on loop->all_ops; NULL when out of memory. */
+struct loop_op *lull__loop_op_alloc(struct lull_loop *loop);
+/* Recycle @op, which was never handed out. */
+void lull__loop_op_free(struct lull_loop *loop, struct loop_op *op);
+/* Run an op's callback and recycle it unless more CQEs follow. */
 void lull__loop_op_complete(struct lull_loop *loop, struct loop_op *op,
 			    int res, uint32_t flags);
-
-/* A timer fired: run it, re-arm or free it. */
+/* A timer fired: run it, then re-arm or free it. */
 void lull__loop_timer_fired(struct lull_loop *loop,
 			    struct lull_loop_timer *timer);
+/* A timer is done with (cancelled and disarmed): free it. */
+void lull__loop_timer_gone(struct lull_loop *loop,
+			   struct lull_loop_timer *timer);
+/* Signal @signo arrived on loop->sigfd. */
+void lull__loop_signal(struct lull_loop *loop, int signo);
 
-/* The epoll backend (loop_epoll.c). */
-int lull__epoll_init(struct lull_loop *loop);
-void lull__epoll_fini(struct lull_loop *loop);
-/* Start what lull_loop_sqe() queued; complete what is ready. */
-void lull__epoll_submit(struct lull_loop *loop);
-/* Wait at most @timeout_ns (0: poll) for events and handle them. */
-int lull__epoll_wait(struct lull_loop *loop, uint64_t timeout_ns);
-/* Earliest deadline among emulated timeouts and timers, or UINT64_MAX. */
-uint64_t lull__epoll_next_deadline(struct lull_loop *loop);
+/* --- loop_rings.c ------------------------------------------------------ */
+
+/*
+ * One batch from every ring.  Returns true when some ring may hold more,
+ * so the loop should not park yet.
+ */
+bool lull__loop_drain(struct lull_loop *loop);
+/* Shut every attached ring down, @how (LULL_SHUTDOWN_*). */
+void lull__loop_rings_shutdown(struct lull_loop *loop, unsigned how);
+/* Let go of every ring (lull_loop_destroy()). */
+void lull__loop_rings_free(struct lull_loop *loop);
+
+/* --- loop_ops.c -------------------------------------------------------- */
+
+/*
+ * Ask every user op in flight whose ctx is @ctx (any ctx when @all) to be
+ * cancelled, once each.  Returns how many were asked, or the first error.
+ */
+int lull__loop_ops_cancel(struct lull_loop *loop, void *ctx, bool all);
+/* Whether a user op in flight has not been asked to cancel yet. */
+bool lull__loop_ops_to_cancel(const struct lull_loop *loop);
+/* Free every op and timer (lull_loop_destroy()). */
+void lull__loop_ops_free(struct lull_loop *loop);
+
+/* Has lull_loop_stop() been called since the loop last acted on it? */
+static inline bool lull__loop_stop_pending(struct lull_loop *loop)
+{
+	/* Pairs with the release RMW in lull_loop_stop(). */
+	return atomic_load_explicit(&loop->stop_requests,
+				    memory_order_acquire) != loop->stops_seen;
+}
 
 #endif /* LULL_LOOP_INTERNAL_H */
