@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lull/loop.h - the runtime: one thread, one io_uring, any number of rings.
+ * lull/loop.h - the runtime: one thread, any number of rings, io_uring SQEs.
  *
  * A loop drains the rings attached to it into their handlers, runs the
  * completion callbacks of SQEs the caller prepares (accept, recv, send,
@@ -9,9 +9,10 @@
  * (park word, one barrier for all, one re-check of all), then one
  * io_uring_enter() (or epoll_wait()) sleeps until a producer, an I/O
  * completion, a timer, a signal or lull_loop_stop() wakes it; lull arms no
- * timeout of its own (the safety net is an opt-in diagnostic).  An idle
- * loop makes no system call and burns no CPU; a producer's commit to a
- * ring whose loop is awake costs one load and no system call.
+ * timeout of its own (the safety net, safety_timeout_ns, is an opt-in
+ * diagnostic and off by default).  So an idle loop makes no system call,
+ * no wake-up and burns no CPU for as long as nothing arrives; a producer's
+ * commit to a ring whose loop is awake costs one load and no system call.
  *
  * Backends (see lull/park.h): URING_FUTEX (each ring's park word has a
  * futex wait in flight; Linux 6.7+), URING_EVENTFD (producers write the
@@ -52,7 +53,8 @@ struct io_uring_sqe;
 struct lull_loop_config {
 	enum lull_backend backend; /* AUTO: lull_backend_probe(); BLOCKING
 				      is not a loop backend (-EINVAL) */
-	unsigned entries;          /* SQ entries; 0: 256 */
+	unsigned entries;          /* SQ entries; 0: 256 (io_uring
+				      backends; epoll has no queue) */
 	uint64_t spin_ns;          /* poll the rings this long before parking;
 				      0 (or LULL_PARK_SPIN_ADAPTIVE, which
 				      the loop does not do): park at once */
@@ -136,7 +138,9 @@ int lull_loop_detach(struct lull_loop *loop, struct lull_ring *ring);
  * may be used in an ASYNC_CANCEL).  It is submitted on the loop's next
  * pass.  Multishot requests call @fn once per CQE; the last one lacks
  * IORING_CQE_F_MORE.  Returns 0 and sets *sqep, or -EINVAL, -ENOMEM, or
- * -EBUSY (the submission queue is full even after flushing it).
+ * -EBUSY (io_uring backends: the submission queue is full even after
+ * flushing it; before the first run it cannot be flushed, so @entries
+ * SQEs, timers included, is the most that can be queued then).
  */
 int lull_loop_sqe(struct lull_loop *loop, lull_cqe_fn fn, void *ctx,
 		  struct io_uring_sqe **sqep);
@@ -154,8 +158,11 @@ int lull_loop_cancel(struct lull_loop *loop, void *ctx);
 
 /*
  * Start a timer that fires after @delay_ns, then every @interval_ns when
- * that is non-zero.  Returns 0 and sets *timerp (may be NULL for a timer
- * that is never cancelled), or -EINVAL, -ENOMEM, -EBUSY.
+ * that is non-zero; a delay of INT64_MAX ns (some 292 years) or more
+ * never comes, and converts without overflow.  A periodic timer that
+ * finds no SQE to re-arm (a full submission queue) stops.  Returns 0 and
+ * sets *timerp (may be NULL for a timer that is never cancelled), or
+ * -EINVAL, -ENOMEM, -EBUSY (no SQE for it, as lull_loop_sqe()).
  */
 int lull_loop_timer(struct lull_loop *loop, uint64_t delay_ns,
 		    uint64_t interval_ns, lull_timer_fn fn, void *ctx,
@@ -163,7 +170,8 @@ int lull_loop_timer(struct lull_loop *loop, uint64_t delay_ns,
 
 /*
  * Cancel a timer; its callback does not run again.  The timer is freed by
- * the loop.  Returns 0, -EINVAL, -ENOENT (already fired, for one-shots).
+ * the loop; a timer may cancel itself from its callback.  Returns 0,
+ * -EINVAL, -ENOENT (a one-shot that fired already, or cancelled already).
  */
 int lull_loop_timer_cancel(struct lull_loop *loop,
 			   struct lull_loop_timer *timer);
@@ -174,7 +182,7 @@ int lull_loop_timer_cancel(struct lull_loop *loop,
  * through a signalfd.  Block them in every other thread too (threads
  * created afterwards inherit the mask), or the kernel may deliver them
  * there.  Call once per loop.  Returns 0, -EINVAL, -EBUSY (already set),
- * or a signalfd error.
+ * or a signalfd error (or, on epoll, an epoll_ctl() error).
  */
 int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
 		      lull_signal_fn fn, void *ctx);
