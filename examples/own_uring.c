@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <lull.h>
@@ -42,14 +43,21 @@ static void *work(void *arg)
 		return NULL;
 	}
 	for (long i = 0; i < w->records; i++) {
+		/* Full: sleep until the reader frees room. */
 		while ((ret = lull_mpsc_write(prod, 1, &i, sizeof(i))) == -EAGAIN)
-			nanosleep(&pause, NULL); /* full: the reader will catch up */
-		if (ret < 0)
+			if ((ret = lull_producer_wait(prod, sizeof(i), -1)) < 0)
+				break;
+		if (ret < 0) {
 			fprintf(stderr, "write: %s\n", lull_strerror(ret));
+			break;
+		}
 		if (i % 100 == 0)
 			nanosleep(&pause, NULL); /* bursts with gaps: it parks */
 	}
-	lull_producer_detach(prod);
+	/* The only producer's detach shuts the ring down (the poison). */
+	ret = lull_producer_detach(prod);
+	if (ret < 0)
+		fprintf(stderr, "detach: %s\n", lull_strerror(ret));
 	return NULL;
 }
 
@@ -63,12 +71,19 @@ static int on_record(const struct lull_record *rec, void *ctx)
 	return LULL_READ_CONTINUE;
 }
 
-static void arm_tick(struct io_uring *uring, struct __kernel_timespec *ts)
+static int arm_tick(struct io_uring *uring, struct __kernel_timespec *ts)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(uring);
 
+	if (!sqe) { /* the queue is full: hand it to the kernel, then retry */
+		io_uring_submit(uring);
+		sqe = io_uring_get_sqe(uring);
+		if (!sqe)
+			return -EBUSY;
+	}
 	io_uring_prep_timeout(sqe, ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, TAG_TICK);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -89,14 +104,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "setup: %s\n", lull_strerror(ret));
 		return 1;
 	}
-	arm_tick(&uring, &tick);
-	ret = lull_uring_park_arm(w.ring, &uring, TAG_LULL);
+	ret = arm_tick(&uring, &tick);
+	if (ret == 0)
+		ret = lull_uring_park_arm(w.ring, &uring, TAG_LULL);
 	if (ret < 0) {
 		fprintf(stderr, "park: %s\n", lull_strerror(ret));
 		return 1;
 	}
-	if (pthread_create(&thread, NULL, work, &w) != 0) {
-		fprintf(stderr, "pthread_create failed\n");
+	ret = pthread_create(&thread, NULL, work, &w);
+	if (ret != 0) {
+		fprintf(stderr, "pthread_create: %s\n", strerror(ret));
 		return 1;
 	}
 
@@ -125,13 +142,21 @@ int main(int argc, char **argv)
 				}
 			} else if (cqe->user_data == TAG_TICK) {
 				ticks++;
-				arm_tick(&uring, &tick);
+				if (arm_tick(&uring, &tick) < 0) {
+					fprintf(stderr, "tick: no SQE\n");
+					return 1;
+				}
 			}
 		}
 		io_uring_cq_advance(&uring, seen);
 	}
-	pthread_join(thread, NULL);
-	lull_ring_stats(w.ring, &st);
+	ret = pthread_join(thread, NULL);
+	if (ret == 0)
+		ret = lull_ring_stats(w.ring, &st);
+	if (ret != 0) {
+		fprintf(stderr, "join/stats: %s\n", strerror(ret < 0 ? -ret : ret));
+		return 1;
+	}
 	printf("received %ld records, %ld ticks; parks %llu, wake-ups %llu, "
 	       "lost wake-ups %llu\n",
 	       received, ticks, (unsigned long long)st.parks,
