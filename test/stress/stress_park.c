@@ -16,18 +16,30 @@
  *              loop-epoll
  *              loop-coalesce       uring-eventfd with a 50 us coalescing
  *                                  window (lull_loop_config.coalesce_ns)
- *   topologies spsc (1 producer), mpsc1, mpsc2, mpsc4, mpsc8
+ *   topologies spsc (1 producer), mpsc1, mpsc2, mpsc4, mpsc8,
+ *              pingpong-spsc, pingpong-mpsc (1 producer; not on
+ *              blocking-adaptive nor loop-coalesce, see below)
  *
- * forty in all.  Producer threads send records whose timing is made to
- * hit the park window: single records after random busy gaps (0-40 us of
- * spinning), bursts of 2-16, sched_yield(), short nanosleep()s, claims
- * held open for a few microseconds (an MPSC consumer parks in front of
- * them), and "park hunters" that poll the ring's park word and commit the
- * moment the consumer announces a park (between its announce and its
- * re-check), 0-3 us later (between re-check and sleep) or once it sleeps.
- * The consumer thread parks whenever the ring is empty (no spin, except
- * blocking-adaptive's short spins while records stream) and now
- * and then is slow on a record, so that commits pile up.
+ * fifty-two in all.  In the first five, producer threads send records whose
+ * timing is made to hit the park window: single records after random busy
+ * gaps (0-40 us of spinning), bursts of 2-16, sched_yield(), short
+ * nanosleep()s, claims held open for a few microseconds (an MPSC consumer
+ * parks in front of them), and "park hunters" that poll the ring's park
+ * word and commit the moment the consumer announces a park (between its
+ * announce and its re-check), 0-3 us later (between re-check and sleep) or
+ * once it sleeps.  The consumer thread parks whenever the ring is empty
+ * (no spin, except blocking-adaptive's short spins while records stream)
+ * and now and then is slow on a record, so that commits pile up.
+ *
+ * The ping-pongs make every record a full park/wake cycle: the producer
+ * sends each one only once the consumer has counted a new park (it took
+ * the previous record, found the ring empty at its re-check and is about
+ * to sleep, or sleeps), then at once, 0-2 us later or 2-12 us later.  So
+ * a ping-pong of N records is N park cycles, each ended by the record's
+ * wake-up, at the handshake's own pace: they are how the run reaches a
+ * million park cycles per backend quickly.  blocking-adaptive would park
+ * exactly as blocking does (nothing streams), and loop-coalesce would add
+ * its 50 us window to every cycle, so neither runs them.
  *
  * Every record carries {producer, seq, length, commit time}; the consumer
  * checks per producer that the records arrive in order, none lost, none
@@ -44,19 +56,27 @@
  * record, exactly one poison record, then -EPIPE.
  *
  * --records N is the scale: records per configuration, split between its
- * producers (default 200000; K and M suffixes).  How many of them end in
- * a park and a wake-up depends on the scheduler (each line printed has the
- * counts); on two cores the default run makes 1.4 to 2.2 million parks
- * and 1.9 to 2.5 million wake-ups in 50 to 60 s.  ThreadSanitizer slows
- * this system-call-bound program less than twofold: under it --records
- * 200000 takes about 80 s (100000: 37 s; 250000: 90 to 100 s).
+ * producers (default 50000; K and M suffixes).  How many of them end in
+ * a park and a wake-up depends on the scheduler.  --pingpong N sets the
+ * ping-pong park cycles per lull backend (blocking, uring-futex,
+ * uring-eventfd, epoll), split between the ways of parking on it (own
+ * io_uring and loop) and the two topologies: by default 20 x --records,
+ * a million; in the ThreadSanitizer build, which makes each cycle a few
+ * times dearer, 1 x --records (scripts/run-tests.sh passes 100000).  On
+ * two cores shared with other work the default run took 125 s, the
+ * ping-pongs 10-30 us a cycle; under ThreadSanitizer --records 100000
+ * took 107 s.
  *
  * --inject-lost-wake checks the checker: in each configuration one
  * producer hides the park word from one of its commits while the consumer
  * sleeps (a lost wake-up made on purpose); the watchdog must fail the run.
  *
- * Output: one line per configuration, then "N passed, M failed".  The exit
- * status is 0 only when every configuration passed.  --seed reproduces the
+ * Output: one line per configuration with its park cycles (the ring's
+ * parks counter: the consumer passed its re-check and went to sleep) and
+ * its lost wake-ups (the safety net's count, which stays 0 with the net
+ * off: with none, a lost wake-up ends the run in the watchdog instead);
+ * then the same summed per lull backend; then "N passed, M failed".  The
+ * exit status is 0 only when every configuration passed.  --seed reproduces the
  * producers' choices (not the timing); --config NAME runs only the named
  * configurations ("blocking/spsc", "loop-epoll/mpsc8", ...; a backend or a
  * topology alone selects all of its configurations).
@@ -94,7 +114,17 @@
 #define MAX_PRODUCERS 8
 #define LINE_PAIR 128
 
-#define DEFAULT_RECORDS 200000ull
+#define DEFAULT_RECORDS 50000ull
+/*
+ * Ping-pong park cycles per lull backend, per --records: a million in the
+ * default run.  Under ThreadSanitizer, which makes each cycle several times
+ * dearer, as many as --records.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define PINGPONG_PER_RECORD 1u
+#else
+#define PINGPONG_PER_RECORD 20u
+#endif
 #define DEFAULT_SEED 1ull
 #define DEFAULT_DEADLINE_S 600u
 #define DEFAULT_LOST_MS 1000u
@@ -134,39 +164,90 @@ struct backend_desc {
 	enum via via;
 	uint64_t spin_ns; /* VIA_WAIT: lull_park_config.spin_ns; VIA_LOOP:
 			     lull_loop_config.coalesce_ns */
+	/*
+	 * Runs the ping-pong topologies: the consumer parks as soon as the
+	 * ring is empty.  Not blocking-adaptive (with one record per park
+	 * nothing streams, so it parks exactly as blocking does) nor
+	 * loop-coalesce (its window would add 50 us to every cycle).
+	 */
+	bool pingpong;
 };
 
 static const struct backend_desc backends[] = {
-	{ "blocking", LULL_BACKEND_BLOCKING, VIA_WAIT, 0 },
+	{ "blocking", LULL_BACKEND_BLOCKING, VIA_WAIT, 0, true },
 	{ "blocking-adaptive", LULL_BACKEND_BLOCKING, VIA_WAIT,
-	  LULL_PARK_SPIN_ADAPTIVE },
-	{ "own-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_URING, 0 },
-	{ "own-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_URING, 0 },
-	{ "loop-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_LOOP, 0 },
-	{ "loop-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_LOOP, 0 },
-	{ "loop-epoll", LULL_BACKEND_EPOLL, VIA_LOOP, 0 },
+	  LULL_PARK_SPIN_ADAPTIVE, false },
+	{ "own-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_URING, 0, true },
+	{ "own-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_URING, 0,
+	  true },
+	{ "loop-uring-futex", LULL_BACKEND_URING_FUTEX, VIA_LOOP, 0, true },
+	{ "loop-uring-eventfd", LULL_BACKEND_URING_EVENTFD, VIA_LOOP, 0,
+	  true },
+	{ "loop-epoll", LULL_BACKEND_EPOLL, VIA_LOOP, 0, true },
 	{ "loop-coalesce", LULL_BACKEND_URING_EVENTFD, VIA_LOOP,
-	  50 * NSEC_PER_USEC },
+	  50 * NSEC_PER_USEC, false },
 };
 
 struct topo_desc {
 	const char *name;
 	unsigned topology;
 	unsigned producers;
+	bool pingpong; /* one record per park: see pingpong_main() */
 };
 
 static const struct topo_desc topos[] = {
-	{ "spsc", LULL_RING_SPSC, 1 },	{ "mpsc1", LULL_RING_MPSC, 1 },
-	{ "mpsc2", LULL_RING_MPSC, 2 }, { "mpsc4", LULL_RING_MPSC, 4 },
-	{ "mpsc8", LULL_RING_MPSC, 8 },
+	{ "spsc", LULL_RING_SPSC, 1, false },
+	{ "mpsc1", LULL_RING_MPSC, 1, false },
+	{ "mpsc2", LULL_RING_MPSC, 2, false },
+	{ "mpsc4", LULL_RING_MPSC, 4, false },
+	{ "mpsc8", LULL_RING_MPSC, 8, false },
+	{ "pingpong-spsc", LULL_RING_SPSC, 1, true },
+	{ "pingpong-mpsc", LULL_RING_MPSC, 1, true },
 };
 
 #define NR_BACKENDS (sizeof(backends) / sizeof(backends[0]))
 #define NR_TOPOS (sizeof(topos) / sizeof(topos[0]))
 #define NR_CONFIGS (NR_BACKENDS * NR_TOPOS)
 
+/* Whether configuration @i is one: a ping-pong only on some backends. */
+static bool config_exists(unsigned i)
+{
+	return !topos[i % NR_TOPOS].pingpong || backends[i / NR_TOPOS].pingpong;
+}
+
+/*
+ * Records of one ping-pong configuration: the backend's share of
+ * --pingpong, which each lull backend gets whole, split between the ways
+ * of parking on it that run ping-pongs (own io_uring and loop) and the
+ * two topologies.
+ */
+static uint64_t pingpong_records(const struct backend_desc *be,
+				 uint64_t per_backend)
+{
+	unsigned ways = 0;
+
+	for (unsigned b = 0; b < NR_BACKENDS; b++)
+		ways += backends[b].pingpong &&
+			backends[b].backend == be->backend;
+	return (per_backend + 2 * ways - 1) / (2 * ways);
+}
+
+/*
+ * What each lull backend went through, over every configuration that
+ * parked on it: the final summary.  Indexed by enum lull_backend.
+ */
+#define NR_LULL_BACKENDS (LULL_BACKEND_EPOLL + 1)
+
+struct tally {
+	unsigned passed, failed;
+	uint64_t parks, wakes, park_cancels, pingpong, lost;
+};
+
+static struct tally tallies[NR_LULL_BACKENDS];
+
 struct options {
 	uint64_t records;
+	uint64_t pingpong; /* park cycles per backend, both topologies */
 	uint64_t seed;
 	unsigned deadline_s;
 	unsigned lost_ms;
@@ -490,23 +571,81 @@ static void pin(bool consumer)
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-static void *producer_main(void *arg)
+static uint64_t parks_counted(const struct run *run)
 {
-	struct producer *p = arg;
+	/* Relaxed: a counter the consumer stores after its re-check. */
+	return atomic_load_explicit(&run->ring->region->parks,
+				    memory_order_relaxed);
+}
+
+/*
+ * Ping-pong: every record is a park/wake cycle.  Before each record the
+ * producer waits until the consumer has counted a park beyond the one the
+ * previous record was sent to: the consumer took that record, found the
+ * ring empty at its re-check and is about to sleep, or sleeps.  Then it
+ * commits at once (the consumer between its count and its sleep system
+ * call), a moment later, or once it surely sleeps; so every record must
+ * be delivered by a wake-up, and a lost one leaves it stuck (the
+ * watchdog's).  The park count is read before the commit: read after, the
+ * consumer could already have taken the record and parked again, and we
+ * would wait for a park that never comes.
+ */
+static int pingpong_main(struct producer *p)
+{
+	struct run *run = p->run;
+	uint64_t seq = 0, parks = 0, spins;
+	int ret = 0;
+
+	while (seq < p->quota && !failed(run)) {
+		if (run->opt->inject_lost_wake && seq == p->quota / 2) {
+			ret = inject_lost_wake(p, seq++);
+			if (ret < 0)
+				break;
+			wait_while_held(run);
+			parks = parks_counted(run);
+			continue;
+		}
+		for (spins = 0; parks_counted(run) <= parks; spins++) {
+			if (failed(run))
+				return -ECANCELED;
+			if (spins < 256)
+				cpu_relax();
+			else
+				sched_yield();
+		}
+		switch (rng_below(&p->rng, 8)) {
+		case 0:
+		case 1:
+		case 2:
+		case 3:
+			break;
+		case 7:
+			spin_for_ns(2 * NSEC_PER_USEC +
+				    rng_below(&p->rng, 10 * NSEC_PER_USEC));
+			break;
+		default:
+			spin_for_ns(rng_below(&p->rng, 2 * NSEC_PER_USEC));
+			break;
+		}
+		parks = parks_counted(run);
+		ret = write_record(p, seq++, false);
+		if (ret < 0)
+			break;
+	}
+	return ret;
+}
+
+/*
+ * The mixed timings: records after random gaps, in bursts, hunting the
+ * park word, and claims held open.  Returns 0 or the write's error.
+ */
+static int mixed_main(struct producer *p)
+{
 	struct run *run = p->run;
 	uint64_t seq = 0, burst, r;
 	bool injected = false;
-	int ret;
+	int ret = 0;
 
-	if (run->opt->pin)
-		pin(false);
-	ret = lull_producer_attach(run->ring, 0, &p->prod);
-	pthread_barrier_wait(&run->go);
-	if (ret < 0) {
-		p->error = ret;
-		fail(run, "producer %u: attach: %s", p->id, lull_strerror(ret));
-		return NULL;
-	}
 	while (seq < p->quota && !failed(run)) {
 		if (run->opt->inject_lost_wake) {
 			if (p->id == 0 && !injected && seq >= p->quota / 2) {
@@ -548,10 +687,30 @@ static void *producer_main(void *arg)
 		else if (r >= 75 && r < 80)
 			sleep_ns(1 + rng_below(&p->rng, 50 * NSEC_PER_USEC));
 	}
+	return ret;
+}
+
+static void *producer_main(void *arg)
+{
+	struct producer *p = arg;
+	struct run *run = p->run;
+	int ret;
+
+	if (run->opt->pin)
+		pin(false);
+	ret = lull_producer_attach(run->ring, 0, &p->prod);
+	pthread_barrier_wait(&run->go);
+	if (ret < 0) {
+		p->error = ret;
+		fail(run, "producer %u: attach: %s", p->id, lull_strerror(ret));
+		return NULL;
+	}
+	ret = run->topo->pingpong ? pingpong_main(p) : mixed_main(p);
 	if (ret < 0 && ret != -ECANCELED) {
 		p->error = ret;
 		fail(run, "producer %u: write of record %" PRIu64 ": %s", p->id,
-		     seq, lull_strerror(ret));
+		     atomic_load_explicit(&p->committed, memory_order_relaxed),
+		     lull_strerror(ret));
 	}
 	lull_producer_detach(p->prod);
 	p->prod = NULL;
@@ -792,7 +951,7 @@ static _Noreturn void watchdog_fire(struct run *run, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n");
 	print_state(run, stderr);
-	printf("FAIL %-28s watchdog (see above)\n", run->name);
+	printf("FAIL %-32s watchdog (see above)\n", run->name);
 	printf("%u passed, %u failed\n", run->passed_before,
 	       run->selected - run->passed_before);
 	fflush(stdout);
@@ -972,6 +1131,33 @@ static void check_end(struct run *run, struct lull_ring_stats *st)
 	if (st->wakes > st->parks + st->park_cancels)
 		fail(run, "%" PRIu64 " wake-ups for %" PRIu64 " parks "
 		     "announced", st->wakes, st->parks + st->park_cancels);
+	/*
+	 * Each ping-pong record went to a consumer that had counted its park:
+	 * unless something else woke it first (rare), its producer woke it.
+	 */
+	if (run->topo->pingpong && st->wakes < run->total - run->total / 10)
+		fail(run, "a ping-pong of %" PRIu64 " records made only %"
+		     PRIu64 " wake-ups: its records did not each end a park",
+		     run->total, st->wakes);
+}
+
+/* Add a configuration to its lull backend's summary. */
+static void tally(const struct run *run, const struct lull_ring_stats *st,
+		  bool ok)
+{
+	struct tally *t = &tallies[run->be->backend];
+
+	if (!ok) {
+		t->failed++;
+		return;
+	}
+	t->passed++;
+	t->parks += st->parks;
+	t->wakes += st->wakes;
+	t->park_cancels += st->park_cancels;
+	t->lost += st->safety_timeouts;
+	if (run->topo->pingpong)
+		t->pingpong += st->parks;
 }
 
 /*
@@ -999,7 +1185,9 @@ static int run_config(unsigned index, const struct options *opt,
 	run->topo = &topos[index % NR_TOPOS];
 	run->opt = opt;
 	run->mpsc = run->topo->topology == LULL_RING_MPSC;
-	run->total = opt->records;
+	run->total = run->topo->pingpong
+			     ? pingpong_records(run->be, opt->pingpong)
+			     : opt->records;
 	run->passed_before = passed_before;
 	run->selected = selected;
 	run->crng = opt->seed * 31 + index;
@@ -1010,7 +1198,7 @@ static int run_config(unsigned index, const struct options *opt,
 	ret = setup(run);
 	if (ret < 0 && !failed(run)) {
 		/* The backend is not available here: nothing to stress. */
-		printf("SKIP %-28s %s\n", run->name, lull_strerror(ret));
+		printf("SKIP %-32s %s\n", run->name, lull_strerror(ret));
 		fflush(stdout);
 		free(run);
 		return -1;
@@ -1065,17 +1253,18 @@ static int run_config(unsigned index, const struct options *opt,
 					     memory_order_relaxed);
 	}
 	if (ok)
-		printf("PASS %-28s %" PRIu64 " records, %u producer%s, %.2f s: "
-		       "parks %" PRIu64 ", wakes %" PRIu64 ", park_cancels %"
-		       PRIu64 ", idle_timeouts %" PRIu64 ", safety_timeouts %"
-		       PRIu64 "; %" PRIu64 "/%" PRIu64
+		printf("PASS %-32s %" PRIu64 " records, %u producer%s, %.2f s: "
+		       "park cycles %" PRIu64 ", lost wake-ups %" PRIu64
+		       "; wakes %" PRIu64 ", park_cancels %" PRIu64
+		       ", idle_timeouts %" PRIu64 "; %" PRIu64 "/%" PRIu64
 		       " park hunts hit; max latency %.2f ms\n",
 		       run->name, run->total, n, n == 1 ? "" : "s",
-		       elapsed / 1e9, st.parks, st.wakes, st.park_cancels,
-		       st.idle_timeouts, st.safety_timeouts, hits, hunts,
+		       elapsed / 1e9, st.parks, st.safety_timeouts, st.wakes,
+		       st.park_cancels, st.idle_timeouts, hits, hunts,
 		       run->max_latency_ns / 1e6);
 	else
-		printf("FAIL %-28s %s\n", run->name, run->msg);
+		printf("FAIL %-32s %s\n", run->name, run->msg);
+	tally(run, &st, ok);
 	if (!ok)
 		print_state(run, stdout);
 	fflush(stdout);
@@ -1096,14 +1285,17 @@ static int run_config(unsigned index, const struct options *opt,
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: stress_park [--records N] [--config NAME]... "
-		"[--seed S]\n"
+		"usage: stress_park [--records N] [--pingpong N] "
+		"[--config NAME]... [--seed S]\n"
 		"                   [--deadline SECONDS] [--lost-ms MS] "
 		"[--pin]\n"
 		"                   [--inject-lost-wake]\n"
 		"  --records N     records per configuration, across its "
 		"producers\n"
 		"                  (default %llu; K and M suffixes)\n"
+		"  --pingpong N    ping-pong park cycles per lull backend "
+		"(default %u x\n"
+		"                  --records)\n"
 		"  --config NAME   BACKEND/TOPOLOGY, BACKEND or TOPOLOGY; "
 		"repeatable\n"
 		"                  backends: blocking, blocking-adaptive, "
@@ -1112,7 +1304,8 @@ static void usage(FILE *f)
 		"loop-uring-eventfd,\n"
 		"                  loop-epoll, loop-coalesce\n"
 		"                  topologies: spsc, mpsc1, mpsc2, mpsc4, "
-		"mpsc8\n"
+		"mpsc8,\n"
+		"                  pingpong-spsc, pingpong-mpsc\n"
 		"  --seed S        seed of the producers' choices (default "
 		"%llu)\n"
 		"  --deadline S    fail a configuration that runs longer "
@@ -1125,8 +1318,8 @@ static void usage(FILE *f)
 		"                  configuration; the run must fail\n"
 		"  --pin           consumer on CPU 0, producers on the "
 		"others\n",
-		DEFAULT_RECORDS, DEFAULT_SEED, DEFAULT_DEADLINE_S,
-		DEFAULT_LOST_MS);
+		DEFAULT_RECORDS, PINGPONG_PER_RECORD, DEFAULT_SEED,
+		DEFAULT_DEADLINE_S, DEFAULT_LOST_MS);
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -1172,6 +1365,8 @@ static bool select_configs(struct options *opt, const char *val)
 		const char *t = topos[i % NR_TOPOS].name;
 
 		snprintf(full, sizeof(full), "%s/%s", b, t);
+		if (!config_exists(i))
+			continue;
 		if (!strcmp(val, full) || !strcmp(val, b) || !strcmp(val, t)) {
 			opt->selected[i] = true;
 			any = true;
@@ -1215,6 +1410,10 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			if (!parse_u64(val, &v) || !v)
 				bad_usage(name, val);
 			opt->records = v;
+		} else if (!strcmp(name, "--pingpong")) {
+			if (!parse_u64(val, &v) || !v)
+				bad_usage(name, val);
+			opt->pingpong = v;
 		} else if (!strcmp(name, "--seed")) {
 			if (!parse_u64(val, &v))
 				bad_usage(name, val);
@@ -1237,7 +1436,9 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	}
 	if (!any)
 		for (unsigned i = 0; i < NR_CONFIGS; i++)
-			opt->selected[i] = true;
+			opt->selected[i] = config_exists(i);
+	if (!opt->pingpong)
+		opt->pingpong = PINGPONG_PER_RECORD * opt->records;
 }
 
 int main(int argc, char **argv)
@@ -1252,9 +1453,10 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < NR_CONFIGS; i++)
 		selected += opt.selected[i];
 	printf("stress_park: lull %s, %" PRIu64 " records per configuration, "
-	       "seed %" PRIu64 ", no safety net, lost wake-up after %u "
-	       "ms parked\n",
-	       lull_version(), opt.records, opt.seed, opt.lost_ms);
+	       "%" PRIu64 " ping-pong park cycles per backend, seed %" PRIu64
+	       ", no safety net, lost wake-up after %u ms parked\n",
+	       lull_version(), opt.records, opt.pingpong, opt.seed,
+	       opt.lost_ms);
 	fflush(stdout);
 	for (unsigned i = 0; i < NR_CONFIGS; i++) {
 		if (!opt.selected[i])
@@ -1264,6 +1466,19 @@ int main(int argc, char **argv)
 			passed++;
 		else if (ret == 0)
 			failed_count++;
+	}
+	for (unsigned b = 1; b < NR_LULL_BACKENDS; b++) {
+		const struct tally *t = &tallies[b];
+
+		if (!t->passed && !t->failed)
+			continue;
+		printf("backend %-13s %2u passed, %u failed: park cycles %"
+		       PRIu64 " (%" PRIu64 " in ping-pong), lost wake-ups %"
+		       PRIu64 "; wakes %" PRIu64 ", park_cancels %" PRIu64
+		       "\n",
+		       lull_backend_name((enum lull_backend)b), t->passed,
+		       t->failed, t->parks, t->pingpong, t->lost, t->wakes,
+		       t->park_cancels);
 	}
 	printf("stress_park: %.1f s in all\n", (now_ns() - start) / 1e9);
 	printf("%u passed, %u failed\n", passed, failed_count);

@@ -31,16 +31,21 @@
  * a call cut short may go either way.  Where an immediate shutdown was
  * requested, undelivered records may be discarded: each producer's
  * delivered records must then be a prefix of its committed ones.  Finally
- * no wake-up was lost (the safety_timeouts counter) and the ring tears down.
+ * no wake-up was lost (the safety_timeouts counter, which stays 0 unless
+ * LULL_SAFETY_NET_MS turns the safety net on) and the ring tears down.
  *
- * A watchdog thread fails the run loudly, with the round's seed, number and
- * configuration and what each thread was doing, when a round takes longer
- * than --watchdog-seconds (a hang never stalls CI).
+ * The consumers park with lull's default, no safety net: a lost wake-up
+ * leaves a parked consumer asleep for good, and a watchdog thread fails the
+ * run loudly, with the round's seed, number and configuration and what each
+ * thread was doing, when a round takes longer than --watchdog-seconds (a
+ * hang never stalls CI).  The output counts, per group and per backend,
+ * the park cycles (the rings' parks counters) and the lost wake-ups: 0 in
+ * a run that ends at all, since a lost one ends it in the watchdog.
  *
  * Rounds are grouped by topology and consumer (16 groups).  Output: a
- * header, a line per failed round, a line per group, one summary line, and
- * last "N passed, M failed" over the groups.  Exit status 0 only when every
- * group passed.
+ * header, a line per failed round, a line per group, one summary line, a
+ * line per backend, and last "N passed, M failed" over the groups.  Exit
+ * status 0 only when every group passed.
  *
  * Size: 10000 rounds by default.  --rounds N sets the count; --records N
  * sets it to N / 1000 (a round sends at most a few thousand records, most
@@ -137,6 +142,25 @@ static bool mode_is_loop(enum mode m)
 static bool mode_is_uring(enum mode m)
 {
 	return m == MODE_URING_FUTEX || m == MODE_URING_EVENTFD;
+}
+
+/* The backend a consumer parks on; LULL_BACKEND_AUTO: it never parks. */
+static enum lull_backend mode_backend(enum mode m)
+{
+	switch (m) {
+	case MODE_WAIT:
+		return LULL_BACKEND_BLOCKING;
+	case MODE_URING_FUTEX:
+	case MODE_LOOP_FUTEX:
+		return LULL_BACKEND_URING_FUTEX;
+	case MODE_URING_EVENTFD:
+	case MODE_LOOP_EVENTFD:
+		return LULL_BACKEND_URING_EVENTFD;
+	case MODE_LOOP_EPOLL:
+		return LULL_BACKEND_EPOLL;
+	default:
+		return LULL_BACKEND_AUTO;
+	}
 }
 
 enum trigger {
@@ -456,6 +480,7 @@ struct round {
 	int fatal_index;
 	unsigned poisons;
 	unsigned records;
+	struct lull_ring_stats stats; /* the ring's, at the round's end */
 	uint64_t keep_at; /* the record last kept, to keep each once */
 	bool kept;        /* the handler kept one in this batch */
 	bool bailed;      /* a loop handler detached after a failure */
@@ -1158,6 +1183,7 @@ struct group {
 	uint32_t run;
 	uint32_t failed;
 	uint64_t records;
+	uint64_t parks, lost; /* park cycles; lost wake-ups counted */
 	uint32_t by_trigger[TRIGGERS];
 };
 
@@ -1204,16 +1230,34 @@ static void print_groups(const struct run_state *rs, bool final,
 			continue;
 		group_name(g, name, sizeof(name));
 		printf("%-18s %5u rounds%s, %u failed, %8" PRIu64
-		       " records; by trigger g/i/f/d/c/s %u/%u/%u/%u/%u/%u\n",
+		       " records, park cycles %7" PRIu64 ", lost wake-ups %"
+		       PRIu64 "; by trigger g/i/f/d/c/s %u/%u/%u/%u/%u/%u\n",
 		       name, gr->run,
 		       gr->run == gr->rounds ? "" : " (not all run)",
-		       gr->failed, gr->records, gr->by_trigger[0],
+		       gr->failed, gr->records, gr->parks, gr->lost,
+		       gr->by_trigger[0],
 		       gr->by_trigger[1], gr->by_trigger[2], gr->by_trigger[3],
 		       gr->by_trigger[4], gr->by_trigger[5]);
 		if (ok)
 			passed++;
 		else
 			failed++;
+	}
+	for (enum lull_backend b = LULL_BACKEND_URING_FUTEX;
+	     b <= LULL_BACKEND_EPOLL; b++) {
+		uint64_t rounds = 0, parks = 0, lost = 0;
+
+		for (unsigned g = 0; g < GROUPS; g++) {
+			if (mode_backend((enum mode)(g % MODES)) != b)
+				continue;
+			rounds += rs->groups[g].run;
+			parks += rs->groups[g].parks;
+			lost += rs->groups[g].lost;
+		}
+		if (rounds)
+			printf("backend %-13s %5" PRIu64 " rounds, park cycles "
+			       "%" PRIu64 ", lost wake-ups %" PRIu64 "\n",
+			       lull_backend_name(b), rounds, parks, lost);
 	}
 	(void)final;
 	printf("%u passed, %u failed\n", passed, failed);
@@ -1465,6 +1509,7 @@ static bool run_round(struct run_state *rs, struct round *r,
 
 	atomic_store(&r->phase, PHASE_TEARDOWN);
 	lull_ring_stats(r->ring, &st);
+	r->stats = st;
 	if (st.safety_timeouts)
 		round_fail(r, "%" PRIu64 " lost wake-ups", st.safety_timeouts);
 	teardown_consumer(r);
@@ -1673,6 +1718,8 @@ int main(int argc, char **argv)
 		g = &rs.groups[group_of(&cfg)];
 		g->run++;
 		g->records += round_state.records;
+		g->parks += round_state.stats.parks;
+		g->lost += round_state.stats.safety_timeouts;
 		g->by_trigger[cfg.trigger]++;
 		records += round_state.records;
 		if (!ok) {
