@@ -32,10 +32,12 @@
  * failure in its struct, and the test thread asserts on it after a timed
  * wait.  Parks use a 30 s safety net, so that a lost shutdown wake-up shows
  * as a consumer that never finishes (our 5 s deadline) instead of being
- * rescued.  Every test also has Criterion's .timeout watchdog, at 20 s:
- * well past any one of our waits, because Criterion 2.4's runner gives up
- * on the whole suite ("The test has already ended, invalid state
- * 'timeout'") when a test that failed near its timeout is still exiting.
+ * rescued; the tests of a producer thread ending around its commit's
+ * wake-up park with no safety net at all.  Every test also has Criterion's
+ * .timeout watchdog, at 20 s: well past any one of our waits, because
+ * Criterion 2.4's runner gives up on the whole suite ("The test has already
+ * ended, invalid state 'timeout'") when a test that failed near its
+ * timeout is still exiting.
  *
  * In the AddressSanitizer build, frames that pthread_cancel unwinds carry
  * no redzones (UNWOUND), and loop teardowns check for leaks on the spot.
@@ -583,6 +585,8 @@ struct consumer {
 	bool has_uring;
 	struct lull_loop *loop;
 	int run_ret;
+	/* lull_ring_wait with no timeout (else DEADLINE_MS, which fails) */
+	bool wait_forever;
 };
 
 static void consumer_fail(struct consumer *c, const char *fmt, ...)
@@ -715,7 +719,10 @@ static void consume_wait(struct consumer *c)
 
 	while (!c->sink.poisons) {
 		ret = lull_ring_wait(c->ring,
-				     (int64_t)DEADLINE_MS * 1000 * 1000);
+				     c->wait_forever
+					     ? -1
+					     : (int64_t)DEADLINE_MS * 1000 *
+						       1000);
 		if (ret < 0) {
 			consumer_fail(c, "lull_ring_wait returned %d (%s)", ret,
 				      lull_strerror(ret));
@@ -2583,6 +2590,225 @@ Test(mpsc, thread_end_detaches_each_bound_producer_once, .timeout = 20)
 }
 
 /* ------------------------------------------------------------------------
+ * A bound producer's thread ends right after its commit
+ *
+ * The consumer is parked with no safety net, and the producer's thread
+ * commits one record and ends: it returns, calls pthread_exit(), or is
+ * cancelled, the cancel arriving before the write (or while it holds a
+ * claim, before the commit) so that it is pending throughout the commit
+ * and its wake-up and acted on at the first cancellation point after.
+ * With another producer keeping the ring open, nothing but that commit's
+ * wake-up can end the park: no timer of lull's own, and no shutdown (the
+ * thread's end detaches a producer that was not the last).  A wake-up
+ * lost to the thread's end (a cancellation point between the wake claim
+ * and the system call, say) leaves the record undelivered, and the test
+ * fails at its deadline instead of stalling.  As the last producer, the
+ * thread's end also shuts the ring down: the record, then the poison.
+ */
+
+/* No safety net at all, whatever LULL_SAFETY_NET_MS says. */
+#define NO_SAFETY_NET UINT64_MAX
+
+/*
+ * After consumer_init(): park with no safety net (for a loop, a loop made
+ * again with none), and in lull_ring_wait with no timeout either: its
+ * timeout would end the park with the record there, as a safety net
+ * does.  A lost wake-up then leaves the consumer asleep for good, and the
+ * test fails at its deadline (the process ends with the thread).
+ */
+static void consumer_no_safety_net(struct consumer *c)
+{
+	struct lull_park_config park = { .safety_timeout_ns = NO_SAFETY_NET };
+	struct lull_loop_config cfg = {
+		.backend = loop_backend(c->way),
+		.safety_timeout_ns = NO_SAFETY_NET,
+	};
+
+	cr_assert_eq(lull_ring_park_config(c->ring, &park), 0);
+	c->wait_forever = true;
+	if (!c->loop)
+		return;
+	cr_assert_eq(lull_loop_destroy(c->loop), 0);
+	cr_assert_eq(lull_loop_create(&c->loop, &cfg), 0);
+	cr_assert_eq(lull_loop_attach(c->loop, c->ring, consumer_take_in_loop,
+				      c, c->limit),
+		     0);
+}
+
+enum commit_end {
+	END_RETURN,
+	END_PTHREAD_EXIT,
+	END_CANCEL_IN_WRITE,  /* cancel pending through the write */
+	END_CANCEL_IN_COMMIT, /* cancel pending through claim's commit */
+	COMMIT_ENDS
+};
+
+static const char *const commit_end_name[COMMIT_ENDS] = {
+	"returns", "calls pthread_exit",
+	"is cancelled (pending through its write)",
+	"is cancelled (pending through its commit)",
+};
+
+struct committer {
+	const struct topo *t;
+	struct lull_ring *ring;
+	enum commit_end how;
+	struct lull_producer *prod;
+	struct flag ready;
+	atomic_int go;
+	int ret;
+	char why[160];
+};
+
+static UNWOUND void *committer_main(void *arg)
+{
+	struct committer *m = arg;
+	bool cancel = m->how == END_CANCEL_IN_WRITE ||
+		      m->how == END_CANCEL_IN_COMMIT;
+	int ret;
+
+	/* Until the commit, no cancellation point may act on the cancel. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	ret = lull_producer_attach(m->ring, LULL_PRODUCER_THREAD, &m->prod);
+	if (ret < 0)
+		snprintf(m->why, sizeof(m->why), "attach: %d", ret);
+	else if (m->how == END_CANCEL_IN_COMMIT &&
+		 (ret = claim_record(m->t, m->prod, 0, 0)) < 0)
+		snprintf(m->why, sizeof(m->why), "claim: %d", ret);
+	flag_set(&m->ready, 1);
+	if (m->why[0])
+		return NULL;
+	while (!atomic_load_explicit(&m->go, memory_order_acquire))
+		sched_yield();
+	/* A cancel sent by now stays pending: no cancellation point yet. */
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	if (m->how == END_CANCEL_IN_COMMIT)
+		ret = m->t->commit(m->prod);
+	else
+		ret = send_record(m->t, m->prod, 0, 0);
+	if (ret < 0)
+		snprintf(m->why, sizeof(m->why), "commit: %d", ret);
+	if (cancel) {
+		pthread_testcancel();
+		snprintf(m->why, sizeof(m->why),
+			 "a pending cancel was not acted on");
+		return NULL;
+	}
+	if (m->how == END_PTHREAD_EXIT)
+		pthread_exit((void *)2);
+	return (void *)1;
+}
+
+static void commit_then_end(const struct topo *t, enum way way,
+			    enum commit_end how, bool last)
+{
+	struct lull_ring_stats st;
+	struct lull_producer *other = NULL;
+	struct committer m = { .t = t, .how = how };
+	struct ledger ledger = { 0 };
+	struct lull_ring *ring;
+	struct consumer c;
+	pthread_t thread;
+	char what[200];
+	void *result;
+
+	snprintf(what, sizeof(what),
+		 "%s, %s, no safety net: the %s bound producer commits to a "
+		 "parked consumer and its thread %s",
+		 t->name, way_name[way], last ? "last" : "not the last",
+		 commit_end_name[how]);
+	cr_assert_eq(lull_ring_create(&ring, RING_CAP, t->flags), 0);
+	consumer_init(&c, ring, way, what);
+	consumer_no_safety_net(&c);
+	if (!last)
+		cr_assert_eq(lull_producer_attach(ring, 0, &other), 0);
+	m.ring = ring;
+	flag_init(&m.ready);
+	atomic_init(&m.go, 0);
+	consumer_start(&c);
+	cr_assert_eq(pthread_create(&thread, NULL, committer_main, &m), 0);
+	cr_assert(flag_wait(&m.ready, 1, DEADLINE_MS), "%s: not ready", what);
+	cr_assert(!m.why[0], "%s: %s", what, m.why);
+	consumer_wait_parked(&c, 0);
+	if (how == END_CANCEL_IN_WRITE || how == END_CANCEL_IN_COMMIT)
+		cr_assert_eq(pthread_cancel(thread), 0);
+	atomic_store_explicit(&m.go, 1, memory_order_release);
+	result = join_within(thread, DEADLINE_MS, what);
+	cr_assert(!m.why[0], "%s: %s", what, m.why);
+	cr_assert_eq(result,
+		     how == END_RETURN	       ? (void *)1
+		     : how == END_PTHREAD_EXIT ? (void *)2
+					       : PTHREAD_CANCELED,
+		     "%s: thread result %p", what, result);
+	ledger_add(&ledger, 0, 0);
+	if (!last) {
+		/*
+		 * The ring is open and nothing else wakes the consumer: the
+		 * record arrives by its commit's wake-up or never.
+		 */
+		consumer_wait_handled(&c, 1);
+		cr_assert_eq(consumer_poisoned(&c), 0,
+			     "%s: poison while a producer remains", what);
+		cr_assert_eq(lull_ring_stats(ring, &st), 0);
+		cr_assert_geq(st.wakes, 1, "%s: the record arrived without a "
+					   "wake-up call", what);
+		cr_assert_eq(lull_producer_detach(other), 0);
+	}
+	consumer_finish(&c);
+	sink_expect(what, &c.sink, &ledger, NULL, false);
+	/* Read from the region, which lasts until the ring is destroyed. */
+	cr_assert_eq(lull_ring_stats(ring, &st), 0);
+	cr_assert_geq(st.wakes, 1, "%s: no wake-up call for a record "
+				   "committed to a parked consumer", what);
+	cr_assert_eq(st.safety_timeouts, 0, "%s", what);
+	consumer_fini(&c);
+}
+
+static void commit_then_end_all(const struct topo *t, enum way way)
+{
+	for (unsigned how = 0; how < COMMIT_ENDS; how++) {
+		commit_then_end(t, way, (enum commit_end)how, true);
+		if (is_mpsc(t))
+			commit_then_end(t, way, (enum commit_end)how, false);
+	}
+}
+
+#define COMMIT_END_TESTS(suite, topo)                                       \
+	Test(suite, thread_ending_after_commit_wakes_lull_ring_wait,         \
+	     .timeout = 20)                                                 \
+	{                                                                   \
+		commit_then_end_all(&topo, WAY_WAIT);                       \
+	}                                                                   \
+	Test(suite, thread_ending_after_commit_wakes_uring_futex_park,       \
+	     .timeout = 20)                                                 \
+	{                                                                   \
+		commit_then_end_all(&topo, WAY_URING_FUTEX);                \
+	}                                                                   \
+	Test(suite, thread_ending_after_commit_wakes_uring_eventfd_park,     \
+	     .timeout = 20)                                                 \
+	{                                                                   \
+		commit_then_end_all(&topo, WAY_URING_EVENTFD);              \
+	}                                                                   \
+	Test(suite, thread_ending_after_commit_wakes_loop_futex,             \
+	     .timeout = 20)                                                 \
+	{                                                                   \
+		commit_then_end_all(&topo, WAY_LOOP_FUTEX);                 \
+	}                                                                   \
+	Test(suite, thread_ending_after_commit_wakes_loop_eventfd,           \
+	     .timeout = 20)                                                 \
+	{                                                                   \
+		commit_then_end_all(&topo, WAY_LOOP_EVENTFD);               \
+	}                                                                   \
+	Test(suite, thread_ending_after_commit_wakes_loop_epoll,             \
+	     .timeout = 20)                                                 \
+	{                                                                   \
+		commit_then_end_all(&topo, WAY_LOOP_EPOLL);                 \
+	}
+
+COMMIT_END_TESTS(spsc, spsc_topo)
+COMMIT_END_TESTS(mpsc, mpsc_topo)
+
+/* ------------------------------------------------------------------------
  * A producer cancelled inside a wake-up
  *
  * The producer's write commits, finds the consumer parked and wakes it.
@@ -2640,11 +2866,6 @@ static void *destroyer_main(void *arg)
 
 static void cancelled_in_wake(const struct topo *t, enum way way)
 {
-	struct lull_park_config park = { .safety_timeout_ns = 50000000 };
-	struct lull_loop_config cfg = {
-		.backend = loop_backend(way),
-		.safety_timeout_ns = 50000000,
-	};
 	struct lull_ring_stats st;
 	struct destroyer killer;
 	struct consumer c;
@@ -2660,17 +2881,12 @@ static void cancelled_in_wake(const struct topo *t, enum way way)
 	cr_assert_eq(lull_ring_create(&ring, RING_CAP, t->flags), 0);
 	consumer_init(&c, ring, way, what);
 	/*
-	 * A short safety net, so that the consumer gets its records even
-	 * when no wake-up came; that one came is checked on its own.
+	 * No safety net: a wake-up claimed and then cut short by the
+	 * cancellation would leave the consumer asleep for good (the
+	 * detach's shutdown finds the park word already claimed), and the
+	 * consumer would not finish by our deadline.
 	 */
-	cr_assert_eq(lull_ring_park_config(ring, &park), 0);
-	if (c.loop) {
-		cr_assert_eq(lull_loop_destroy(c.loop), 0);
-		cr_assert_eq(lull_loop_create(&c.loop, &cfg), 0);
-		cr_assert_eq(lull_loop_attach(c.loop, ring,
-					      consumer_take_in_loop, &c, 64),
-			     0);
-	}
+	consumer_no_safety_net(&c);
 	d.ring = ring;
 	record_fill(d.record, 0, 0);
 	flag_init(&d.ready);
@@ -2701,7 +2917,7 @@ static void cancelled_in_wake(const struct topo *t, enum way way)
 	/* The consumer was parked when the record was committed. */
 	cr_assert_geq(st.wakes, 1,
 		      "%s: no wake-up call completed for a record committed "
-		      "to a parked consumer (it waited for its safety net)",
+		      "to a parked consumer",
 		      what);
 }
 
