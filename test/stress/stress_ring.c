@@ -11,7 +11,8 @@
  * varying limits and handlers that continue, stop or keep, and
  * lull_ring_peek + lull_ring_release).  A producer that finds the ring full
  * either yields or blocks in lull_producer_wait(), chosen at random; a wait
- * that outlasts the wait's internal re-check slice means a lost wake-up.
+ * of 450 ms or more means a lost wake-up (the wait has no timer of its own:
+ * only its caller's 2 s timeout ends a wait whose wake-up was lost).
  *
  * For every record the consumer checks the type (producer id + 1), that the
  * producer's records arrive in order with none lost and none repeated, that
@@ -495,9 +496,10 @@ static bool fill_and_commit(struct producer *p, uint64_t seq, uint64_t key,
 
 /*
  * Block in lull_producer_wait() until the ring has room for @len bytes.
- * The consumer drains all the time, so a wait that lasts as long as the
- * wait's internal re-check slice (500 ms) means the consumer's wake-up was
- * lost and the slice rescued it: counted, and a failure at the end.
+ * The consumer drains all the time, so room comes within microseconds; a
+ * wait of 450 ms or more means the consumer's wake-up was lost, and only
+ * our 2 s timeout ended it (lull_producer_wait() has no re-check slice of
+ * its own): counted, and a failure at the end.
  */
 static bool wait_for_room(struct producer *p, size_t len)
 {
