@@ -1,38 +1,56 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * park.pml - a Promela model of lull's park/wake handshake: the consumer's
- * announce, barrier, recheck, sleep and unpark (lull__park_begin(),
- * lull_ring_wait() and lull__park_finish() in lib/park.c) against producers
- * that commit, notify_barrier, check, wake_claim and wake (lull__notify() in
- * lib/internal.h, lull__wake_region() in lib/park.c); and, with SHUTDOWN,
- * how a ring ends: lull__shutdown() in lib/shutdown.c, the producers'
- * -EPIPE paths (mpsc_reserve() in lib/ring_mpsc.c, spsc_enter() and
- * spsc_leave() in lib/ring_spsc.c) and the consumer's drain and poison
- * (closure_next() and closure_final_tail() in lib/ring_read.c).  The labels
- * carry the step names of the C comments.  scripts/check-model.sh runs every
- * check below; run it from the repository root.
+ * announce, barrier, recheck, sleep and unpark (lull__park_begin() and
+ * lull__park_finish() in lib/park.c, the sleep of lull_ring_wait() in
+ * lib/ring_wait.c) against producers that commit, notify_barrier, check,
+ * wake_claim and wake (lull__notify(), lull__park_seen() and
+ * lull__producer_barrier() in lib/park.h, lull__wake_region() and
+ * lull__barrier_heavy() in lib/wake.c); with SHUTDOWN, how a ring ends:
+ * lull__shutdown() and its wake in lib/shutdown.c, the producers' -EPIPE
+ * paths (mpsc_reserve() in lib/ring_mpsc.c, spsc_enter() and spsc_leave()
+ * in lib/ring_spsc.c) and the consumer's drain and poison (closure_next()
+ * and closure_final_tail() in lib/ring_read.c); with ROOM, the room
+ * handshake, the same one with the roles swapped (lull_producer_wait() in
+ * lib/producer_wait.c against lull__space_notify() in lib/park.h).  The
+ * labels carry the step names of the C comments.  scripts/check-model.sh
+ * runs every check; run it from the repository root.
+ *
+ * No timer.  A park has no timeout of lull's own (the safety net is an
+ * opt-in diagnostic), so every record must reach the consumer through the
+ * handshake alone.  The model proves it as liveness: spin -a with weak
+ * fairness (pan -a -f), under which a store buffer drains and a thread that
+ * can run runs, eventually, and nothing else happens on its own.  The
+ * safety net (TIMEOUT) is a separate configuration that checks only what
+ * it counts.
  *
  * The ring.  Producers claim positions in order (the CAS on tail in
  * mpsc_reserve()) and commit them in any order; the consumer reads only the
  * record at its head (lull__ring_readable()), so a record committed behind a
  * claimed one is not readable yet.  With NPROD 1 this is the SPSC ring as
  * far as the park handshake goes; SPSC selects the SPSC ring's own shutdown
- * (the busy handshake), with NPROD 1.
+ * (the busy handshake), with NPROD 1.  Without SHUTDOWN the consumer knows
+ * it is to read TOTAL records and ends after the last (it never parks with
+ * nothing due, the one park that rightly lasts for ever).
  *
  * Memory.  Promela runs one statement at a time in one global order, which
  * is sequential consistency.  The handshake's barriers exist for the one
  * reordering that SC hides, a store that waits in the CPU's store buffer
  * while a later load goes ahead (StoreLoad), so the model gives the stores
  * the handshakes depend on a store buffer: a producer's commit (sb[]) and,
- * SPSC, its stores of busy (bsb), and the consumer's announce (csb).  A
+ * SPSC, its stores of busy (bsb), and the consumer's announce (csb); ROOM:
+ * the consumer's head (hsb) and the waiter's registration (wsb).  A
  * buffered store becomes visible at a moment of its own (the drain
  * processes) or when a barrier drains it.  A buffer holds one store, so a
- * producer's next store drains its last one, in program order: the model
+ * thread's next store drains its last one, in program order: the model
  * explores fewer reorderings than a CPU, never one a CPU cannot make.
  *   seq_cst fence        drains the executing thread's buffer
  *   membarrier(2)        drains the consumer's buffer and every producer's:
  *                        a full barrier on every CPU running our threads
- *   futex system calls   full barriers in the kernel
+ *                        (lull__barrier_heavy(true): the fence, then it)
+ *   compiler barrier     (atomic_signal_fence(), the asymmetric side)
+ *                        drains nothing
+ *   futex and eventfd system calls: full barriers in the kernel
  *   the consumer's exchange in lull__park_end(): drains its own buffer
  *                        first (a read-modify-write reads its own store)
  *   lull__shutdown()'s seq_cst RMWs and load: the shutdown process buffers
@@ -42,20 +60,24 @@
  * consumer's relaxed exchange and the producers' relaxed CAS act on one
  * word, whose modification order alone decides who cleared it.
  *
- * The safety net (TIMEOUT) ends a sleep at any moment: its length is not
- * modelled, only that it may fire anywhere, and it fires in no check of
- * properties 1, 4 and 5 (with it, a lost wake-up would only be late).
- * lull__park_finish() then reads readability before it resets the word and,
- * when a record is readable, polls the word for up to
- * LULL_PARK_CLAIM_GRACE_NS so that a producer between its commit and its
- * wake_claim can claim the wake-up.  The model's grace is the ideal one: the
- * consumer waits until the word was cleared by someone else or no producer
- * is between its commit and the end of its wake_claim (inflight); a real
- * producer preempted for longer than the grace is counted.
+ * The sleep.  FUTEX (the default): the kernel's FUTEX_WAIT compares the
+ * word and queues the waiter in one step (under the hash bucket lock);
+ * FUTEX_WAKE dequeues one waiter, or does nothing when none is queued.
+ * EVENTFD: the consumer reads the eventfd whatever the word says; a write
+ * made before the read is remembered in the count, and the read takes it.
+ * waiting is the consumer asleep in either.  The loop's N-ring park
+ * (announce on each ring, one barrier, re-check each) is not modelled: one
+ * barrier drains all its announces as it drains the one here.
  *
- * The futex.  The kernel's FUTEX_WAIT compares the word and queues the
- * waiter in one step (under the hash bucket lock); FUTEX_WAKE dequeues one
- * waiter, or does nothing when none is queued.  waiting is that queue.
+ * The safety net (TIMEOUT, opt-in) ends a sleep at any moment: its length
+ * is not modelled, only that it may fire anywhere.  lull__park_finish()
+ * then reads readability before it resets the word and, when a record is
+ * readable, polls the word for up to LULL_PARK_CLAIM_GRACE_NS so that a
+ * producer between its commit and its wake_claim can claim the wake-up.
+ * The model's grace is the ideal one: the consumer waits until the word was
+ * cleared by someone else or no producer is between its commit and the end
+ * of its wake_claim (inflight); a real producer preempted for longer than
+ * the grace is counted.
  *
  * Shutdown (SHUTDOWN).  A shutdown process, any thread, runs
  * lull__shutdown() once at any moment: MPSC, the tail's CLOSED bit, then
@@ -69,17 +91,24 @@
  * for the producer's leave to wake it, else the published tail), drains up
  * to it (waiting, parked, for commits of claims taken before the shutdown),
  * takes the poison and ends.  The graceful shutdown only: no DISCARD, no
- * fatal record, no peek, no spinning before a park.
+ * fatal record, no peek, no spinning before a park, and the shutdown's
+ * wake of producers waiting for room is not modelled.
  *
  * Variants, chosen with spin -D (all off: the code as it is, the symmetric
  * barriers of a region whose producers may live in other processes):
  *   ASYM               the asymmetric barrier: producers order only their
  *                      compiler (atomic_signal_fence), the consumer's
  *                      barrier is membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
- *   TIMEOUT            the safety net: a sleeping consumer may wake up at
- *                      any moment on its own
+ *                      (ROOM: the consumer orders its compiler, the waiting
+ *                      producer calls membarrier)
+ *   EVENTFD            the consumer sleeps on an eventfd (uring-eventfd,
+ *                      epoll, the loop) instead of the futex
+ *   TIMEOUT            the opt-in safety net: a sleeping consumer may wake
+ *                      up at any moment on its own
  *   SHUTDOWN           a shutdown, and the consumer ends at the poison
  *   SPSC               with SHUTDOWN and NPROD 1: the SPSC ring's shutdown
+ *   EXITS              a producer's thread may end between two writes
+ *   ROOM               lull_producer_wait()'s handshake instead of the park
  *   EPIPE_NO_NOTIFY    broken, with SPSC: spsc_enter()'s -EPIPE path clears
  *                      busy without notifying (how the code first was: a
  *                      consumer waiting for busy sleeps for good)
@@ -87,6 +116,17 @@
  *                      its buffered commit (the lost wake-up)
  *   NO_CONSUMER_FENCE  broken: no barrier, the consumer's recheck may pass
  *                      its buffered announce (the lost wake-up)
+ *   ONE_SIDED_FENCE    broken, with ASYM: the consumer's barrier is a fence
+ *                      only (what park.c once fell back to when membarrier
+ *                      failed), which pairs with no producer's compiler
+ *                      barrier; ROOM: the waiter's
+ *   NO_RECHECK         broken: the consumer sleeps after its barrier
+ *                      without re-checking the ring
+ *   EXIT_MIDWAY        broken, with EXITS: the thread may end between its
+ *                      commit and its wake-up (a cancellation point there)
+ *   NO_SHUTDOWN_WAKE   broken, with SHUTDOWN: lull__shutdown() wakes nobody
+ *   NO_SPACE_FENCE     broken, ROOM: no barrier in lull__space_notify()
+ *   NO_WAITER_FENCE    broken, ROOM: no barrier in lull_producer_wait()
  *   BROKEN_CLAIM       broken: wake_claim as a load and a store instead of
  *                      one CAS, so two producers can win one park
  *   NO_GRACE           broken: lull__park_finish() without the grace; it
@@ -102,17 +142,31 @@
  *                      buffer
  *   STATE_FIRST        broken, MPSC: the shutdown sets the state's bit
  *                      before the tail's
+ *   FOREIGN            with EVENTFD: producer 0 lives in another process,
+ *                      so lull__wake_region() does not claim the wake-up
+ *                      (it cannot write the eventfd): what the code does,
+ *                      and without a safety net a lost wake-up, which spin
+ *                      finds
  *   REACH_WAKE_AWAKE   asserts that no futex wake is made after the
  *                      consumer reset the word and went back to reading;
  *                      spin finding it reachable is the expected answer
  *   REACH_ABA          asserts that a producer's CAS never lands in a later
  *                      park than the one it saw; reachable, as expected
+ *   NOLTL              leaves out the ltl claims, for a plain safety search
  *
- * Properties:
- *   1. No lost wake-up.  Without TIMEOUT, every record committed is read:
- *      the consumer ends only after reading them all, so a consumer asleep
- *      for good (blocked at sleep with no waker left) is an invalid end
- *      state.  Only drain processes may end while blocked (end labels).
+ * Properties.  Liveness, the ltl claims at the end, each checked alone with
+ * pan -a -f -N name (a system that stops for good stutters, so a consumer
+ * asleep for good is an acceptance cycle too):
+ *   consumed        [] (head != tail -> <> head == tail): every record
+ *                   claimed (so committed: nothing aborts) is consumed
+ *   parks_end       [] (waiting -> <> !waiting): every park ends
+ *   ends            <> cdone: the consumer reads every record (SHUTDOWN:
+ *                   and the poison) and finishes; it implies the two above
+ *   room_waits_end  ROOM: [] (pwaiting -> <> !pwaiting): every wait for
+ *                   room ends
+ *   room_writes     ROOM: <> pdone: the producer that waits for room
+ *                   writes all its records
+ * Safety, assertions checked in every run:
  *   2. One wake per park: at most one producer (or shutdown) passes
  *      wake_claim between two announces (claims).
  *   3. The safety net finds no lost wake-up: when it fires, a record was
@@ -120,14 +174,17 @@
  *      cleared the word itself (lull__park_finish() counts
  *      safety_timeouts), that never happens.  In the broken variants it
  *      counts a wake-up that was lost, or on its way.
- *   4. Shutdown ends the stream (SHUTDOWN, without TIMEOUT): the consumer
- *      always ends (asleep for good is an invalid end state), and it has
- *      then received every record whose write returned 0, before the
- *      poison.  A write that returned -EPIPE claimed no position, so it has
- *      no record to deliver.
+ *   4. Shutdown ends the stream (SHUTDOWN): once the consumer has the
+ *      poison it has received every record whose write returned 0.  A
+ *      write that returned -EPIPE claimed no position, so it has no record
+ *      to deliver.
  *   5. Exactly one poison, and nothing after it: once everyone is done,
  *      nothing is readable at the consumer's head (lull_ring_read() reads
  *      records before it asks closure_next()).
+ * Property 1, no lost wake-up, is the liveness above; a plain safety run
+ * (NOLTL, pan without -a) still reports a consumer asleep for good as an
+ * invalid end state, which is how the larger shutdown configurations are
+ * checked within the time.
  */
 
 #ifndef NPROD
@@ -147,6 +204,27 @@
 #ifdef OLD_COUNT
 #define NO_GRACE
 #define READ_AFTER
+#endif
+#if defined(EVENTFD) && defined(TIMEOUT)
+#error "the safety net is modelled on the futex sleep only"
+#endif
+#if defined(ONE_SIDED_FENCE) && !defined(ASYM)
+#error "ONE_SIDED_FENCE breaks the asymmetric barrier: it needs ASYM"
+#endif
+#if defined(FOREIGN) && !defined(EVENTFD)
+#error "FOREIGN needs EVENTFD: any process can wake a futex"
+#endif
+#if defined(NO_SHUTDOWN_WAKE) && !defined(SHUTDOWN)
+#error "NO_SHUTDOWN_WAKE needs SHUTDOWN"
+#endif
+#if (defined(NO_RECHECK) || defined(EXITS)) && defined(SHUTDOWN)
+#error "NO_RECHECK and EXITS are modelled without SHUTDOWN"
+#endif
+#if defined(EXIT_MIDWAY) && !defined(EXITS)
+#error "EXIT_MIDWAY needs EXITS"
+#endif
+#if defined(ROOM) && (defined(SHUTDOWN) || defined(TIMEOUT) || defined(EVENTFD))
+#error "ROOM is the room handshake alone"
 #endif
 
 #define AWAKE 0  /* LULL_PARK_AWAKE */
@@ -169,7 +247,13 @@ byte tail;                /* next position to claim (region->tail in MPSC) */
 byte head;                /* the consumer's head */
 byte sb[NPROD];           /* a producer's buffered commit: position + 1, or 0 */
 bit csb;                  /* the consumer's buffered announce */
-bit waiting;              /* the consumer is queued in FUTEX_WAIT */
+bit waiting;              /* the consumer sleeps: queued in FUTEX_WAIT, or
+			     EVENTFD, blocked in the eventfd's read */
+#ifdef EVENTFD
+bit efd;                  /* the eventfd's count is not 0 */
+#endif
+bit cdone;                /* the consumer has finished: read all TOTAL
+			     records, or (SHUTDOWN) taken the poison */
 byte claims;              /* wake_claim winners since the last announce */
 byte inflight;            /* producers between commit (or an SPSC -EPIPE that
 			     notifies) and the end of check or wake_claim:
@@ -324,6 +408,7 @@ inline closure_next(r)
 }
 #endif
 
+#ifndef ROOM
 active proctype consumer()
 {
 	bit cleared_self, timed_out, readable, before;
@@ -366,12 +451,16 @@ announce:
 barrier:
 #if defined(NO_CONSUMER_FENCE)
 	skip;
-#elif defined(ASYM)
+#elif defined(ASYM) && !defined(ONE_SIDED_FENCE)
+	/* lull__barrier_heavy(true): the fence, then membarrier(2) */
 	d_step {
 		membarrier()
 	};
 #else
-	/* atomic_thread_fence(memory_order_seq_cst) */
+	/*
+	 * atomic_thread_fence(memory_order_seq_cst); ONE_SIDED_FENCE: only
+	 * this, though the producers order nothing but their compiler.
+	 */
 	d_step {
 		drain_consumer()
 	};
@@ -385,6 +474,8 @@ recheck:
 	:: else ->
 		closure_next(readable)
 	fi;
+#elif defined(NO_RECHECK)
+	readable = 0;
 #else
 	readable = committed[head];
 #endif
@@ -404,6 +495,24 @@ recheck:
 	 * PARKED; the system call is a full barrier.
 	 */
 sleep:
+#ifdef EVENTFD
+	/*
+	 * EVENTFD: a read of the eventfd (an io_uring read, or epoll_wait()
+	 * then read) sleeps until the count is not 0, whatever the park word
+	 * says, and takes the count: a wake written before the read is
+	 * remembered.  A system call: a full barrier.
+	 */
+	d_step {
+		drain_consumer();
+		waiting = 1
+	};
+	d_step {
+		efd ->
+		efd = 0;
+		waiting = 0;
+		timed_out = 0
+	};
+#else
 	d_step {
 		drain_consumer();
 		if
@@ -423,6 +532,7 @@ sleep:
 	}
 #endif
 	fi;
+#endif
 	/* unpark: lull__park_finish() */
 unpark:
 	if
@@ -494,7 +604,7 @@ poison:
 	};
 #endif
 done:
-	skip
+	cdone = 1
 }
 
 active [NPROD] proctype producer()
@@ -508,6 +618,9 @@ active [NPROD] proctype producer()
 #endif
 
 	do
+#ifdef EXITS
+	:: break /* the thread ends (returns, or is cancelled) between writes */
+#endif
 	:: k < RECORDS ->
 #ifdef SPSC
 		/*
@@ -611,6 +724,16 @@ commit:
 				inflight++
 			};
 #endif
+#ifdef EXIT_MIDWAY
+			/*
+			 * Broken: the thread may end between its commit and its
+			 * wake-up (a cancellation point in between).
+			 */
+			if
+			:: break
+			:: skip
+			fi;
+#endif
 			/* lull__notify() */
 notify_barrier:
 #if defined(NO_PRODUCER_FENCE) || defined(ASYM)
@@ -623,6 +746,19 @@ notify_barrier:
 check:
 			d_step {
 				seen = park;
+#ifdef FOREIGN
+				/*
+				 * Producer 0 lives in another process:
+				 * lull__wake_region() returns before its
+				 * wake_claim, since it cannot write the
+				 * consumer's eventfd.
+				 */
+				if
+				:: me == 0 ->
+					seen = AWAKE
+				:: else
+				fi;
+#endif
 #ifdef REACH_ABA
 				seen_epoch = epoch;
 #endif
@@ -671,7 +807,11 @@ wake:
 						assert(parking);
 #endif
 						drain_producer(me);
-						waiting = 0
+#ifdef EVENTFD
+						efd = 1 /* write(2) */
+#else
+						waiting = 0 /* futex_wake_one() */
+#endif
 					}
 				:: else
 				fi
@@ -740,7 +880,11 @@ close_tail:
 	tail_closed = 1;
 #endif
 check:
+#ifdef NO_SHUTDOWN_WAKE
+	seen = AWAKE; /* broken: the shutdown wakes nobody */
+#else
 	seen = park;
+#endif
 	if
 	:: seen != AWAKE ->
 		/* lull__wake_region() */
@@ -758,11 +902,193 @@ wake_claim:
 		if
 		:: won ->
 wake:
+#ifdef EVENTFD
+			efd = 1
+#else
 			waiting = 0
+#endif
 		:: else
 		fi
 	:: else
 	fi;
 	ended++
 }
+#endif
+
+/*
+ * Liveness, checked with spin -a and weak fairness (pan -a -f -N name):
+ * a store buffer drains, and a thread that can run runs, eventually; no
+ * timer is needed for any of these.
+ */
+#else /* ROOM */
+/*
+ * lull_producer_wait(): the park handshake with the roles swapped.  One
+ * producer writes RECORDS records into a ring with room for one; when it
+ * finds no room it waits: load space_seq, register in space_waiters,
+ * barrier, re-check the room, futex wait on space_seq while it still holds
+ * what it loaded, unregister.  The consumer reads each record (it is
+ * modelled as never sleeping: its own park is the model above), stores
+ * head, then lull__space_notify(): barrier, load space_waiters, and when
+ * someone waits lull__space_wake(): bump space_seq, wake everyone.  The
+ * stores that matter are buffered as above: the consumer's head (hsb) and
+ * the producer's registration (wsb).  ASYM: the consumer, the frequent side
+ * here, orders only its compiler, and the waiting producer's barrier is
+ * membarrier(2).
+ */
+#define CAP 1          /* records the ring holds */
+byte rtail;            /* records written (visible at once: the consumer's
+			  side of that is the park model's) */
+byte rhead;            /* region->head, as every CPU sees it */
+byte chead;            /* the consumer's own head */
+bit hsb;               /* the consumer's buffered store of head */
+byte waiters;          /* region->space_waiters, as every CPU sees it */
+bit wsb;               /* the producer's buffered registration */
+byte seq;              /* region->space_seq */
+bit pwaiting;          /* the producer is queued in FUTEX_WAIT */
+bit pdone;             /* the producer wrote all its records */
+
+inline drain_head()
+{
+	if
+	:: hsb ->
+		rhead = chead;
+		hsb = 0
+	:: else
+	fi
+}
+
+inline drain_register()
+{
+	if
+	:: wsb ->
+		waiters++;
+		wsb = 0
+	:: else
+	fi
+}
+
+active proctype producer()
+{
+	byte k, s;
+
+	do
+	:: k < RECORDS ->
+room_check:
+		if
+		:: rtail - rhead < CAP ->
+			/* the write */
+			rtail++;
+			k++
+		:: else ->
+			s = seq; /* acquire load of space_seq */
+register:
+			d_step {
+				wsb = 1
+			};
+room_barrier:
+#if defined(NO_WAITER_FENCE)
+			skip;
+#elif defined(ASYM) && !defined(ONE_SIDED_FENCE)
+			d_step {
+				drain_register();
+				drain_head()
+			};
+#else
+			d_step {
+				drain_register()
+			};
+#endif
+room_recheck:
+			if
+			:: rtail - rhead < CAP ->
+				skip
+			:: else ->
+				/* futex_wait(space_seq, s): a full barrier */
+room_sleep:
+				d_step {
+					drain_register();
+					if
+					:: seq == s ->
+						pwaiting = 1
+					:: else
+					fi
+				};
+				!pwaiting
+			fi;
+unregister:
+			d_step {
+				drain_register();
+				waiters--
+			}
+		fi
+	:: else ->
+		break
+	od;
+	pdone = 1
+}
+
+active proctype consumer()
+{
+	do
+	:: chead < RECORDS ->
+		(rtail > chead); /* a record to read */
+		/* release store of head */
+		d_step {
+			drain_head();
+			chead++;
+			hsb = 1
+		};
+		/* lull__space_notify() */
+space_barrier:
+#if defined(NO_SPACE_FENCE) || defined(ASYM)
+		skip; /* ASYM: atomic_signal_fence(), compiler only */
+#else
+		d_step {
+			drain_head()
+		};
+#endif
+space_check:
+		if
+		:: waiters > 0 ->
+			/* lull__space_wake(): FUTEX_WAKE, a full barrier */
+			d_step {
+				drain_head();
+				seq++;
+				pwaiting = 0
+			}
+		:: else
+		fi
+	:: else ->
+		break
+	od
+}
+
+active proctype drain_buffers()
+{
+end:
+	do
+	:: d_step {
+		hsb ->
+		drain_head()
+	}
+	:: d_step {
+		wsb ->
+		drain_register()
+	}
+	od
+}
+#endif /* ROOM */
+
+#if !defined(NOLTL) && !defined(ROOM)
+/* Every record claimed (so committed: nothing aborts) is consumed. */
+ltl consumed { [] ((head != tail) -> <> (head == tail)) }
+/* Every park ends: nobody sleeps for good while records are due. */
+ltl parks_end { [] (waiting -> <> !waiting) }
+/* The consumer finishes: all TOTAL records, or the poison. */
+ltl ends { <> cdone }
+#elif !defined(NOLTL)
+/* Every wait for room ends. */
+ltl room_waits_end { [] (pwaiting -> <> !pwaiting) }
+/* The producer writes all its records. */
+ltl room_writes { <> pdone }
 #endif
