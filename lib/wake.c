@@ -42,8 +42,11 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 	/*
 	 * An eventfd is a descriptor of the consumer's process: a producer in
 	 * another process cannot write it, so it must not claim the wake-up
-	 * either.  The consumer's safety net then finds the record and counts
-	 * it as a lost wake-up, which is what it is.
+	 * either.  Such a consumer is woken only by its own process's
+	 * producers, or by the opt-in safety net (which counts a lost
+	 * wake-up): a region that other processes produce into must be
+	 * parked on through its futex (the model's eventfd-other-process
+	 * check shows the hang).
 	 */
 	if (seen == LULL_PARK_EVENTFD &&
 	    atomic_load_explicit(&region->wake_pid, memory_order_relaxed) !=
