@@ -3,7 +3,7 @@
  * ring_tour.c - push records through an SPSC and an MPSC ring and print
  * what it measured.
  *
- * Shows: creating a ring, attaching producers on their own threads, the
+ * Shows: creating a ring, producers attached up front and run on threads, the
  * three ways to write (copy, gather, zero-copy claim/commit), batch reads
  * on the consumer, and the waits on both sides: a consumer with nothing to
  * read parks in lull_ring_wait(), a producer facing a full ring in
@@ -31,7 +31,7 @@ struct message {
 };
 
 struct producer_arg {
-	struct lull_ring *ring;
+	struct lull_producer *prod;
 	unsigned mode;
 	uint32_t id;
 	uint64_t count;
@@ -94,15 +94,10 @@ static int write_one(struct lull_producer *prod, unsigned mode,
 static void *produce(void *p)
 {
 	struct producer_arg *arg = p;
-	struct lull_producer *prod;
+	struct lull_producer *prod = arg->prod;
 	struct message msg = { .producer = arg->id };
 	int ret;
 
-	ret = lull_producer_attach(arg->ring, 0, &prod);
-	if (ret < 0) {
-		arg->err = ret;
-		return NULL;
-	}
 	for (msg.seq = 0; msg.seq < arg->count;) {
 		ret = write_one(prod, arg->mode, &msg);
 		if (ret == -EAGAIN) /* full: sleep until the consumer reads */
@@ -162,16 +157,32 @@ static int run(const char *name, unsigned mode, unsigned producers,
 		fprintf(stderr, "lull_ring_create: %s\n", lull_strerror(ret));
 		return 1;
 	}
+	/*
+	 * Attach every producer before any starts: the last one to detach
+	 * shuts the ring down, so a producer that finished before another
+	 * attached would close the ring under it.
+	 */
+	for (unsigned i = 0; i < producers; i++) {
+		args[i] = (struct producer_arg){ NULL, mode, i, per_producer,
+						 0 };
+		ret = lull_producer_attach(ring, 0, &args[i].prod);
+		if (ret < 0) {
+			fprintf(stderr, "lull_producer_attach: %s\n",
+				lull_strerror(ret));
+			return 1;
+		}
+	}
 	start = now_seconds();
 	for (started = 0; started < producers; started++) {
-		args[started] = (struct producer_arg){ ring, mode, started,
-						       per_producer, 0 };
 		ret = pthread_create(&threads[started], NULL, produce,
 				     &args[started]);
 		if (ret != 0) {
 			fprintf(stderr, "pthread_create: %s\n", strerror(ret));
-			/* The producers already running end on -EPIPE. */
+			/* The producers already running end on -EPIPE; the
+			 * ones never started detach here. */
 			lull_ring_shutdown(ring, LULL_SHUTDOWN_IMMEDIATE);
+			for (unsigned i = started; i < producers; i++)
+				lull_producer_detach(args[i].prod);
 			failed = 1;
 			break;
 		}
