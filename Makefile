@@ -8,7 +8,8 @@
 # make tour       the same packages, then examples/ring_tour
 # make bench      the benchmarks and their plots under results/ (never part
 #                 of pass/fail)
-# make install    PREFIX=/usr/local DESTDIR= ; make uninstall
+# make install    PREFIX=/usr/local DESTDIR= (headers, libraries, lull.pc,
+#                 man pages) ; make uninstall
 # V=1 shows the commands.
 
 VERSION := 0.1.0
@@ -17,6 +18,7 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR ?= $(PREFIX)/share/man
 
 CFLAGS ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -pthread -Iinclude -MMD -MP \
@@ -205,6 +207,9 @@ install: lib
 	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
 	$(PC_SED) lull.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lull.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/lull.pc
+	install -d $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7
+	install -m 644 docs/man/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 docs/man/*.7 $(DESTDIR)$(MANDIR)/man7/
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/lull.h
@@ -212,6 +217,8 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/liblull.so.$(VERSION) \
 		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/liblull.so \
 		$(DESTDIR)$(LIBDIR)/liblull.a $(DESTDIR)$(PKGCONFIGDIR)/lull.pc
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(wildcard docs/man/*.3))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(wildcard docs/man/*.7)))
 
 clean:
 	rm -rf $(B)

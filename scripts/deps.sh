@@ -26,6 +26,7 @@ build) ;;
 test)
 	want_pkgconfig criterion libcriterion-dev
 	want_command spin spin
+	want_command mandoc mandoc
 	# The sanitizer runtimes gcc links for -fsanitize=address,undefined,thread.
 	libdir=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 	want_file "/usr/lib/$libdir/libasan.so.8" libasan8

@@ -59,7 +59,8 @@ install_check() {
 	make --no-print-directory install DESTDIR="$stage/dest" PREFIX=/usr \
 		>/dev/null || return 1
 	for f in usr/include/lull.h usr/include/lull/ring.h \
-		usr/lib/liblull.so.0 usr/lib/liblull.a usr/lib/pkgconfig/lull.pc; do
+		usr/lib/liblull.so.0 usr/lib/liblull.a usr/lib/pkgconfig/lull.pc \
+		usr/share/man/man3/lull_ring_create.3 usr/share/man/man7/lull.7; do
 		[ -e "$stage/dest/$f" ] || { echo "install: no $f"; return 1; }
 	done
 	grep -q '^prefix=/usr$' "$stage/dest/usr/lib/pkgconfig/lull.pc" ||
@@ -132,6 +133,7 @@ done
 [ -f test/model/park.pml ] && run "spin model" sh scripts/check-model.sh
 run "install + pkg-config" install_check
 run "version everywhere" version_check
+run "man pages" bash scripts/check-man.sh
 if [ "$scope" = check ]; then
 	run "audio server" bash test/audio/run.sh "$B/examples/audio-server" \
 		"$B/examples/audio-loadgen" "$B/examples/audio-server-asan"
