@@ -171,12 +171,6 @@ bool lull__park_finish(struct lull_ring *ring, bool timed_out);
  */
 uint64_t lull__safety_ns(uint64_t configured_ns);
 
-/*
- * Consumer: spin on the ring for up to ring->spin_ns (adaptive: see
- * LULL_PARK_SPIN_ADAPTIVE); true if readable.
- */
-bool lull__spin_for_record(struct lull_ring *ring);
-
 /* Consumer: make sure ring->eventfd exists and is the region's wake_fd. */
 int lull__ring_eventfd(struct lull_ring *ring);
 

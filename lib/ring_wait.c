@@ -8,7 +8,12 @@
 
 #include "park.h"
 
-bool lull__spin_for_record(struct lull_ring *ring)
+/*
+ * Spin on the ring for up to ring->spin_ns (adaptive: see
+ * LULL_PARK_SPIN_ADAPTIVE), and never past @wait_deadline, the caller's;
+ * true if readable.
+ */
+static bool spin_for_record(struct lull_ring *ring, uint64_t wait_deadline)
 {
 	uint64_t window = ring->spin_ns, deadline;
 	unsigned pauses = 1;
@@ -21,6 +26,8 @@ bool lull__spin_for_record(struct lull_ring *ring)
 	if (!window)
 		return false;
 	deadline = lull__deadline_ns(lull__now_ns(), window);
+	if (deadline > wait_deadline)
+		deadline = wait_deadline;
 	for (;;) {
 		/* Read the clock only every 8 polls: it costs more than one. */
 		for (int i = 0; i < 8; i++) {
@@ -64,7 +71,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 	if (timeout_ns > 0)
 		deadline = lull__deadline_ns(lull__now_ns(),
 					     (uint64_t)timeout_ns);
-	if (lull__spin_for_record(ring))
+	if (spin_for_record(ring, deadline))
 		return 0;
 	for (;;) {
 		/*

@@ -1601,6 +1601,22 @@ Test(park, wait_with_zero_timeout_is_etimedout_without_parking,
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
+/* A spin longer than the caller's timeout ends at the timeout. */
+Test(park, wait_spins_no_longer_than_its_timeout, .timeout = WATCHDOG_S)
+{
+	const struct lull_park_config cfg = { .spin_ns = 20 * NSEC_PER_SEC };
+	struct lull_ring *ring = new_ring(LULL_RING_SPSC, 4096);
+	uint64_t start, elapsed;
+
+	cr_assert_eq(lull_ring_park_config(ring, &cfg), 0);
+	start = now_ns();
+	cr_assert_eq(lull_ring_wait(ring, (int64_t)NSEC_PER_MSEC), -ETIMEDOUT);
+	elapsed = now_ns() - start;
+	cr_assert_lt(elapsed, 10 * NSEC_PER_SEC,
+		     "a 1 ms wait spun for %" PRIu64 " ns", elapsed);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
 Test(park, wait_times_out_after_its_timeout, .timeout = WATCHDOG_S)
 {
 	const uint64_t timeout = 50 * NSEC_PER_MSEC;
