@@ -132,9 +132,12 @@ int lull_backend_supported(enum lull_backend backend);
 /*
  * The backend a loop should use: LULL_BACKEND from the environment when
  * set (a name as above), else the first supported of URING_FUTEX,
- * URING_EVENTFD, EPOLL.  Any thread.  Returns the backend, -EINVAL when
- * LULL_BACKEND names no backend, or the error of a forced backend that is
- * not supported here.
+ * URING_EVENTFD, EPOLL (an empty LULL_BACKEND, or "auto", counts as
+ * unset).  Any thread.  Returns the backend, -EINVAL when LULL_BACKEND
+ * names no backend, or the error of a forced backend that is not
+ * supported here.  LULL_BACKEND=blocking is returned as it is, and
+ * lull_loop_create() refuses it with -EINVAL: a loop cannot block in a
+ * futex wait.
  */
 int lull_backend_probe(void);
 
@@ -169,13 +172,14 @@ int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
 
 /*
  * Block a producer until the ring has room for a record of @len payload
- * bytes, at most @timeout_ns (< 0: no limit): the back-pressure wait for a
- * write that returned -EAGAIN, instead of a sleep-and-retry loop.  The
- * producer sleeps in futex(2); the consumer wakes waiting producers when
- * it frees space, at the cost of a barrier (the compiler's only in a
- * lull_ring_create() region, a fence otherwise) and one load per batch it
- * reads while nobody waits.  Room is a hint for MPSC producers (another may take it first:
- * write, and wait again on -EAGAIN).  The producer's thread.  Returns 0
+ * bytes, at most @timeout_ns (< 0: no limit; 0: only check): the
+ * back-pressure wait for a write that returned -EAGAIN, instead of a
+ * sleep-and-retry loop.  The producer sleeps in futex(2); the consumer
+ * wakes waiting producers when it frees space, at the cost of a barrier
+ * (the compiler's only in a lull_ring_create() region, a fence otherwise)
+ * and one load per batch it reads while nobody waits.  Room is a hint for
+ * MPSC producers (another may take it first: write, and wait again on
+ * -EAGAIN).  The producer's thread.  Returns 0
  * (room now), -EPIPE (the ring is shut down), -ETIMEDOUT, -EINVAL,
  * -EMSGSIZE (@len never fits), -EBUSY (the producer holds a claim), or the
  * error of membarrier(2) should its barrier fail.  Without a timeout it
@@ -195,17 +199,21 @@ int lull_producer_wait(struct lull_producer *prod, size_t len,
  *   is on (the wait and its link timeout, both with @user_data).  Returns
  *   0 (armed), 1 (a record is readable now: nothing was queued; drain,
  *   then arm again), -EPIPE (the poison record was consumed: nothing will
- *   come), -EALREADY (armed already), -EBUSY (too few free SQEs),
- *   -EINVAL, -EPERM, an error from setting up the eventfd, or the error of
- *   membarrier(2) should the park barrier fail.
+ *   come, or lull_ring_close() was called), -EALREADY (a park, or its
+ *   cancel, still has CQEs to come), -EBUSY (too few free SQEs, or the
+ *   ring is attached to a loop), -EINVAL, -EPERM, an error from setting
+ *   up the eventfd, or the error of membarrier(2) should the park barrier
+ *   fail.
  *
  * lull_uring_park_cqe: whether @cqe belongs to this ring's park (it has
  *   the park's user_data).  Returns 0 when not ours, 1 when ours: the park
  *   has ended or is ending; the caller then calls lull_uring_park_drain(),
- *   which reads what arrived and re-arms.
+ *   which reads what arrived and re-arms.  -EINVAL for a NULL ring or
+ *   @cqe.
  *
  * lull_uring_park_drain: read every readable record into @fn (batches of
- *   @limit), then re-arm the park once all of its CQEs are in.  A handler
+ *   @limit), then re-arm the park once all of its CQEs are in (not after
+ *   lull_uring_park_cancel(), nor when no park was ever armed).  A handler
  *   that keeps a record (LULL_READ_KEEP) ends the drain without re-arming:
  *   call it again when ready, or nothing will wake the consumer.  Returns
  *   the number of records read (>= 0: the park is armed, or will be by
@@ -214,11 +222,14 @@ int lull_producer_wait(struct lull_producer *prod, size_t len,
  *   came before it (every one of them went to @fn: stop waiting for this
  *   park; only CQEs of it still in flight remain to pass to
  *   lull_uring_park_cqe()), or another negative error from reading or
- *   arming.
+ *   arming (when records were read before it, their count: the error
+ *   comes again on the next call).
  *
  * lull_uring_park_cancel: queue a cancel of an armed park (its CQEs still
  *   arrive and must go through lull_uring_park_cqe before the ring handle
- *   is destroyed).  Returns 0, -ENOENT (nothing armed), -EBUSY (no SQE).
+ *   is destroyed).  Returns 0 (a cancel was queued; another call queues
+ *   another), -ENOENT (no CQE of a park is to come), -EBUSY (no SQE),
+ *   -EINVAL (NULL), -EPERM (not the consumer handle).
  */
 int lull_uring_park_arm(struct lull_ring *ring, struct io_uring *uring,
 			uint64_t user_data);

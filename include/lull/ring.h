@@ -296,8 +296,8 @@ int lull_ring_close(struct lull_ring *ring);
  * Return 0, or -EINVAL (NULL, @type outside 1..LULL_TYPE_MAX, @len > 0 with
  * NULL @data, negative or too many iov entries, an MPSC producer; commit or
  * abort with no claim), -EMSGSIZE (@len above lull_ring_max_payload()),
- * -EAGAIN (not enough free space now; nothing was written), -EBUSY (claim
- * while a claim is outstanding), -EPIPE (write or claim after a shutdown;
+ * -EAGAIN (not enough free space now; nothing was written), -EBUSY (a
+ * write or a claim while a claim is outstanding), -EPIPE (write or claim after a shutdown;
  * a claim taken before it may still commit or abort).
  */
 int lull_spsc_write(struct lull_producer *prod, int32_t type,
