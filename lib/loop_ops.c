@@ -137,7 +137,7 @@ LULL_EXPORT int lull_loop_timer_cancel(struct lull_loop *loop,
 LULL_EXPORT int lull_loop_signals(struct lull_loop *loop, const int *signos,
 				  int count, lull_signal_fn fn, void *ctx)
 {
-	sigset_t set;
+	sigset_t set, old;
 	long fd;
 	int ret;
 
@@ -147,21 +147,26 @@ LULL_EXPORT int lull_loop_signals(struct lull_loop *loop, const int *signos,
 		return -EBUSY;
 	sigemptyset(&set);
 	for (int i = 0; i < count; i++)
+		/* LULL_SYSCALL: sigaddset() sets errno on a bad number. */
 		if (signos[i] == SIGKILL || signos[i] == SIGSTOP ||
-		    sigaddset(&set, signos[i]) != 0)
+		    LULL_SYSCALL(sigaddset(&set, signos[i])) != 0)
 			return -EINVAL;
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_sigmask(SIG_BLOCK, &set, &old);
 	/* Blocking, for an io_uring read; the epoll backend changes that. */
 	fd = LULL_SYSCALL(signalfd(-1, &set, SFD_CLOEXEC));
-	if (fd < 0)
+	if (fd < 0) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return (int)fd;
+	}
 	loop->sigfd = (int)fd;
 	loop->sigfn = fn;
 	loop->sigctx = ctx;
 	ret = loop->be->signals(loop);
 	if (ret < 0) {
+		/* Nothing is left changed: the signals as they were. */
 		close(loop->sigfd);
 		loop->sigfd = -1;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	return ret;
 }

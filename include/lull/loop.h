@@ -24,7 +24,9 @@
  * Threads: lull_loop_stop() may be called from any thread and from a
  * signal handler (it is async-signal-safe).  Every other call belongs to
  * the loop's thread: the one that calls lull_loop_run(), or any single
- * thread before the first run.  Callbacks run on the loop's thread and may
+ * thread before the first run.  On io_uring (Linux 6.1+) the first run
+ * binds the loop to its thread: lull_loop_run() from another thread later
+ * fails with -EEXIST.  Callbacks run on the loop's thread and may
  * call any lull_loop_* function.
  *
  * The io_uring is created with IORING_SETUP_SINGLE_ISSUER and
@@ -99,8 +101,8 @@ typedef void (*lull_signal_fn)(struct lull_loop *loop, int signo, void *ctx);
 /*
  * Create a loop; @cfg may be NULL for the defaults.  Returns 0 and sets
  * *loopp, or -EINVAL, -ENOMEM, the error of a forced backend that is not
- * supported here (-ENOSYS, -EPERM, -EOPNOTSUPP), or an io_uring or epoll
- * setup error.
+ * supported here (-ENOSYS, -EPERM, -EOPNOTSUPP), or an eventfd(2),
+ * io_uring or epoll setup error.
  */
 int lull_loop_create(struct lull_loop **loopp,
 		     const struct lull_loop_config *cfg);
@@ -181,8 +183,10 @@ int lull_loop_timer_cancel(struct lull_loop *loop,
  * their default action: they are blocked in the calling thread and read
  * through a signalfd.  Block them in every other thread too (threads
  * created afterwards inherit the mask), or the kernel may deliver them
- * there.  Call once per loop.  Returns 0, -EINVAL, -EBUSY (already set),
- * or a signalfd error (or, on epoll, an epoll_ctl() error).
+ * there.  Call once per loop.  Returns 0, -EINVAL (also a number that is
+ * no signal, SIGKILL or SIGSTOP), -EBUSY (already set), or a signalfd
+ * error (or, on epoll, an fcntl() or epoll_ctl() error); on an error the
+ * thread's signal mask is left as it was.
  */
 int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
 		      lull_signal_fn fn, void *ctx);
@@ -197,7 +201,8 @@ int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
  * that callbacks queue meanwhile are cancelled too, so a callback should
  * not re-arm on -ECANCELED.  Timers stay armed for a later run.  A stop
  * requested before the call counts.  Returns 0 when stopped, -EINVAL,
- * -EBUSY (already running), -ENOMEM (epoll: a cancel could not be queued,
+ * -EBUSY (already running), -EEXIST (io_uring: another thread ran this
+ * loop first), -ENOMEM (epoll: a cancel could not be queued,
  * so SQEs may still be in flight), or an unrecoverable io_uring or epoll
  * error.
  */
