@@ -42,12 +42,21 @@ LULL_EXPORT int lull_backend_parse(const char *name)
 /*
  * The probe result: 0 not probed yet, else 1 + (0 or -errno) for io_uring
  * and for the futex opcode.  Racing probes compute the same answer, so
- * relaxed stores of it are enough.
+ * relaxed stores of it are enough.  Only lasting answers are kept: a
+ * process out of descriptors or memory for a moment (-EMFILE, -ENOMEM)
+ * must not lose io_uring for good, so such a probe is tried again.
  */
 static _Atomic int uring_state;
 static _Atomic int futex_op_state;
 
-static void probe(void)
+static bool probe_answer_lasts(int ret)
+{
+	return ret == 0 || ret == -ENOSYS || ret == -EPERM ||
+	       ret == -EINVAL || ret == -EOPNOTSUPP;
+}
+
+/* Returns io_uring's answer; stored unless it is a passing one. */
+static int probe(void)
 {
 	struct io_uring_params params;
 	struct io_uring_probe *ops;
@@ -73,14 +82,17 @@ static void probe(void)
 		if (ret < 0)
 			futex_ret = ret;
 	}
+	if (!probe_answer_lasts(ret))
+		return ret;
 	atomic_store_explicit(&futex_op_state, 1 + futex_ret,
 			      memory_order_relaxed);
 	atomic_store_explicit(&uring_state, 1 + ret, memory_order_relaxed);
+	return ret;
 }
 
 LULL_EXPORT int lull_backend_supported(enum lull_backend backend)
 {
-	int state;
+	int state, ret;
 
 	switch (backend) {
 	case LULL_BACKEND_BLOCKING:
@@ -94,7 +106,9 @@ LULL_EXPORT int lull_backend_supported(enum lull_backend backend)
 	}
 	state = atomic_load_explicit(&uring_state, memory_order_relaxed);
 	if (state == 0) {
-		probe();
+		ret = probe();
+		if (!probe_answer_lasts(ret))
+			return ret; /* not kept: asked again next time */
 		state = atomic_load_explicit(&uring_state,
 					     memory_order_relaxed);
 	}

@@ -125,7 +125,10 @@ int lull_backend_parse(const char *name);
  * set up (not disabled by sysctl or seccomp) and, for URING_FUTEX, the
  * kernel has IORING_OP_FUTEX_WAIT.  Any thread.  Returns 0 when it is
  * usable, -EINVAL (unknown or AUTO), -ENOSYS or -EPERM (io_uring not
- * available), -EOPNOTSUPP (the opcode is missing).
+ * available), -EOPNOTSUPP (the opcode is missing, or a kernel before 5.11
+ * without waits that time out), each kept for the process's life; or
+ * another io_uring_setup(2) error such as -EMFILE or -ENOMEM, not kept:
+ * the next call asks the kernel again.
  */
 int lull_backend_supported(enum lull_backend backend);
 
