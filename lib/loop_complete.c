@@ -6,6 +6,7 @@
  * other files: a timer that re-arms does it through its backend.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "loop_internal.h"
 

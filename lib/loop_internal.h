@@ -38,7 +38,9 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 
-#include "internal.h"
+#include "handles.h"
+#include "park.h"
+#include "sys.h"
 #include "uring_compat.h"
 
 /*

@@ -4,7 +4,7 @@
  *
  * Producers claim space by advancing tail with a CAS, then write and commit
  * each record on their own: the record's length field is the commit flag
- * (0 not written, negative claimed, positive committed, see internal.h).
+ * (0 not written, negative claimed, positive committed, see region.h).
  * Producers never wait for each other; the consumer alone waits, at a
  * record that is claimed and not yet committed.
  */

@@ -35,7 +35,7 @@
  * done with it.
  *
  * "Parked" is observed, not guessed: the consumer's park word says parked
- * (lib/internal.h: this suite is white-box where it must be) and its thread
+ * (lib/handles.h, lib/park.h: this suite is white-box where it must be) and its thread
  * sleeps in the backend's system call (/proc/self/task/TID/{stat,syscall}).
  * The only sleeps are idle periods whose length is what a test measures.
  *
@@ -80,7 +80,8 @@
 #include <lull.h>
 
 /* The region layout: the park word, to observe and to fake a lost wake. */
-#include "internal.h"
+#include "handles.h"
+#include "park.h"
 /* The loop's state: its safety net. */
 #include "loop_internal.h"
 

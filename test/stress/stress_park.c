@@ -105,7 +105,8 @@
 #include <lull.h>
 
 /* The region layout: producers hunt the park word. */
-#include "internal.h"
+#include "handles.h"
+#include "park.h"
 
 #define NSEC_PER_USEC 1000ull
 #define NSEC_PER_MSEC 1000000ull
