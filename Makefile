@@ -63,6 +63,12 @@ ASAN_UNIT_BIN := $(UNIT_SRC:test/%.c=$(B)/test/asan/%)
 STRESS_SRC := $(wildcard test/stress/*.c)
 STRESS_BIN := $(STRESS_SRC:test/stress/%.c=$(B)/test/stress/%)
 TSAN_STRESS_BIN := $(STRESS_SRC:test/stress/%.c=$(B)/test/tsan/%)
+# test/lib: helpers shared by every suite and stress program, compiled once
+# per flavour and linked into each (it never uses Criterion).
+TEST_LIB_SRC := $(wildcard test/lib/*.c)
+TEST_LIB_OBJ := $(TEST_LIB_SRC:test/lib/%.c=$(B)/test/lib/plain/%.o)
+ASAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:test/lib/%.c=$(B)/test/lib/asan/%.o)
+TSAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:test/lib/%.c=$(B)/test/lib/tsan/%.o)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(B)/examples/%)
 PERF_SRC := $(wildcard perf/*.c)
@@ -111,21 +117,36 @@ $(B)/tsan/lib/%.o: lib/%.c
 # --- tests ---------------------------------------------------------------
 RPATH := -Wl,-rpath,$(abspath $(B)/lib)
 
-$(B)/test/%: test/%.c $(SHLIB)
+$(B)/test/lib/plain/%.o: test/lib/%.c
 	@mkdir -p $(@D)
-	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) -Ilib $< -o $@ \
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) -Ilib -c $< -o $@
+$(B)/test/lib/asan/%.o: test/lib/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) $(ASAN_FLAGS) -Ilib \
+		-c $< -o $@
+$(B)/test/lib/tsan/%.o: test/lib/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) $(TSAN_FLAGS) -Ilib \
+		-c $< -o $@
+
+$(B)/test/%: test/%.c $(SHLIB) $(TEST_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) -Ilib $< \
+		$(TEST_LIB_OBJ) -o $@ \
 		-L$(B)/lib -llull $(RPATH) $(CRITERION_LIBS) $(LDLIBS_LULL)
-$(B)/test/asan/%: test/%.c $(ASAN_LIB_OBJ)
+$(B)/test/asan/%: test/%.c $(ASAN_LIB_OBJ) $(ASAN_TEST_LIB_OBJ)
 	@mkdir -p $(@D)
 	$(call say,CC,$@) $(CC) $(CFLAGS) $(ASAN_FLAGS) -Ilib $< \
-		$(ASAN_LIB_OBJ) -o $@ $(CRITERION_LIBS) $(LDLIBS_LULL)
-$(B)/test/stress/%: test/stress/%.c $(STLIB)
+		$(ASAN_TEST_LIB_OBJ) $(ASAN_LIB_OBJ) -o $@ $(CRITERION_LIBS) \
+		$(LDLIBS_LULL)
+$(B)/test/stress/%: test/stress/%.c $(STLIB) $(TEST_LIB_OBJ)
 	@mkdir -p $(@D)
-	$(call say,CC,$@) $(CC) $(CFLAGS) -Ilib $< $(STLIB) -o $@ $(LDLIBS_LULL)
-$(B)/test/tsan/%: test/stress/%.c $(TSAN_LIB_OBJ)
+	$(call say,CC,$@) $(CC) $(CFLAGS) -Ilib $< $(TEST_LIB_OBJ) $(STLIB) \
+		-o $@ $(LDLIBS_LULL)
+$(B)/test/tsan/%: test/stress/%.c $(TSAN_LIB_OBJ) $(TSAN_TEST_LIB_OBJ)
 	@mkdir -p $(@D)
 	$(call say,CC,$@) $(CC) $(CFLAGS) $(TSAN_FLAGS) -Ilib $< \
-		$(TSAN_LIB_OBJ) -o $@ $(LDLIBS_LULL)
+		$(TSAN_TEST_LIB_OBJ) $(TSAN_LIB_OBJ) -o $@ $(LDLIBS_LULL)
 
 test-build: lib $(UNIT_BIN) $(ASAN_UNIT_BIN) $(STRESS_BIN) $(TSAN_STRESS_BIN) \
 	$(EXAMPLE_BIN)
