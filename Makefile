@@ -71,11 +71,10 @@ ASAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:test/lib/%.c=$(B)/test/lib/asan/%.o)
 TSAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:test/lib/%.c=$(B)/test/lib/tsan/%.o)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(B)/examples/%)
-PERF_SRC := $(wildcard perf/*.c)
-PERF_BIN := $(PERF_SRC:perf/%.c=$(B)/perf/%)
+PERF_BIN := $(B)/perf/throughput $(B)/perf/handoff
 
 .PHONY: all lib test test-build check check-build demo tour bench install \
-	uninstall clean deps-test deps-check deps-demo deps-bench
+	uninstall clean deps-test deps-check deps-demo deps-bench FORCE
 
 all: lib $(EXAMPLE_BIN)
 lib: $(SHLIB) $(STLIB) $(PCFILE)
@@ -174,15 +173,46 @@ $(B)/examples/%: examples/%.c $(STLIB)
 	@mkdir -p $(@D)
 	$(call say,CC,$@) $(CC) $(CFLAGS) $< $(STLIB) -o $@ $(LDLIBS_LULL)
 
-# DPDK's rte_ring is one of throughput's peers: its headers, without the
-# -march it asks for, so the benchmark targets what the library targets.
-DPDK_CFLAGS := $(filter-out -march=%,$(shell pkg-config --cflags libdpdk 2>/dev/null))
-$(B)/perf/throughput: PERF_CFLAGS := $(DPDK_CFLAGS)
-$(B)/perf/throughput: PERF_LIBS := $(if $(DPDK_CFLAGS),-lrte_ring)
+# throughput's peers from other packages, each built where pkg-config
+# finds it: DPDK's rte_ring (perf/peer_rte.c; its headers without the
+# -march they ask for, so the benchmark targets what the library targets,
+# and -lrte_ring) and liburcu's wfcqueue (perf/peer_urcu.c, inline: nothing
+# to link).  $(PERF_PEERS) holds the list; every perf object depends on it,
+# so installing or removing a package rebuilds the programs.
+PERF_PEER_PKGS := $(shell for m in libdpdk liburcu; do \
+	pkg-config --exists $$m 2>/dev/null && echo $$m; done)
+PERF_PEERS := $(B)/perf/peers
+DPDK_CFLAGS := $(if $(filter libdpdk,$(PERF_PEER_PKGS)),-DHAVE_RTE_RING \
+	$(filter-out -march=%,$(shell pkg-config --cflags libdpdk 2>/dev/null)))
+URCU_CFLAGS := $(if $(filter liburcu,$(PERF_PEER_PKGS)),-DHAVE_URCU_WFCQ \
+	$(shell pkg-config --cflags liburcu 2>/dev/null))
+PERF_CFLAGS := $(DPDK_CFLAGS) $(URCU_CFLAGS)
+PERF_LIBS := $(if $(DPDK_CFLAGS),-lrte_ring)
 
-$(B)/perf/%: perf/%.c $(STLIB)
+PERF_COMMON_SRC := $(wildcard perf/bench_*.c)
+THROUGHPUT_SRC := perf/throughput.c perf/throughput_options.c \
+	perf/throughput_report.c perf/peers.c perf/peer_lull.c perf/peer_ck.c \
+	perf/peer_pipe.c perf/peer_eventfd.c \
+	$(if $(DPDK_CFLAGS),perf/peer_rte.c) $(if $(URCU_CFLAGS),perf/peer_urcu.c)
+HANDOFF_SRC := $(wildcard perf/handoff*.c)
+PERF_OBJ = $(patsubst perf/%.c,$(B)/obj/perf/%.o,$(1) $(PERF_COMMON_SRC))
+
+# Rewritten only when the list changes: its date is what make compares.
+$(PERF_PEERS): FORCE
 	@mkdir -p $(@D)
-	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) $(PERF_CFLAGS) -Ilib $< \
+	$(Q)echo '$(PERF_PEER_PKGS)' | cmp -s - $@ || \
+		echo '$(PERF_PEER_PKGS)' > $@
+
+$(B)/obj/perf/%.o: perf/%.c $(PERF_PEERS)
+	@mkdir -p $(@D)
+	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) $(PERF_CFLAGS) -Ilib \
+		-c $< -o $@
+
+$(B)/perf/throughput: $(call PERF_OBJ,$(THROUGHPUT_SRC)) $(STLIB) $(PERF_PEERS)
+$(B)/perf/handoff: $(call PERF_OBJ,$(HANDOFF_SRC)) $(STLIB) $(PERF_PEERS)
+$(PERF_BIN):
+	@mkdir -p $(@D)
+	$(call say,LD,$@) $(CC) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) \
 		$(STLIB) -o $@ $(LDLIBS_LULL) $(CK_LIBS) $(PERF_LIBS) -lm
 
 deps-demo:

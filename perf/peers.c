@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peers.c - the rings throughput knows, in the order of its table.  The
+ * Makefile builds peer_rte.c and peer_urcu.c, and defines HAVE_RTE_RING and
+ * HAVE_URCU_WFCQ, only where pkg-config finds libdpdk and liburcu; without
+ * them a ring here has a name and nothing else, and throughput --help lists
+ * it as not built.
+ */
+#include "throughput.h"
+
+extern const struct peer_ring tp_lull_spsc, tp_lull_mpsc;
+extern const struct peer_ring tp_ck_spsc, tp_ck_mpmc, tp_ck_mpsc;
+extern const struct peer_ring tp_pipe, tp_eventfd;
+
+#ifdef HAVE_RTE_RING
+extern const struct peer_ring tp_rte_spsc, tp_rte_mpsc;
+#else
+static const struct peer_ring tp_rte_spsc = {
+	.name = "rte-spsc", .cls = CLASS_SPSC,
+};
+static const struct peer_ring tp_rte_mpsc = {
+	.name = "rte-mpsc", .cls = CLASS_MPSC, .target = true,
+};
+#endif
+
+#ifdef HAVE_URCU_WFCQ
+extern const struct peer_ring tp_urcu_wfcq;
+#else
+static const struct peer_ring tp_urcu_wfcq = {
+	.name = "urcu-wfcq", .cls = CLASS_MPSC, .target = true,
+};
+#endif
+
+const struct peer_ring *const tp_rings[RING_KINDS] = {
+	[RING_LULL_SPSC] = &tp_lull_spsc,
+	[RING_LULL_MPSC] = &tp_lull_mpsc,
+	[RING_CK_SPSC] = &tp_ck_spsc,
+	[RING_CK_MPMC] = &tp_ck_mpmc,
+	[RING_CK_MPSC] = &tp_ck_mpsc,
+	[RING_RTE_SPSC] = &tp_rte_spsc,
+	[RING_RTE_MPSC] = &tp_rte_mpsc,
+	[RING_URCU_WFCQ] = &tp_urcu_wfcq,
+	[RING_PIPE] = &tp_pipe,
+	[RING_EVENTFD] = &tp_eventfd,
+};
