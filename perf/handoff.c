@@ -69,94 +69,18 @@
  * the pooled messages delivered within ns, from the minimum (0) through a
  * fixed grid of quantiles to the maximum (1), for plotting.
  *
+ * Files: this one is the measurement loop (runs, the producer, the
+ * consumer's clock and checks, the watchdog), options and report; the
+ * mechanisms are in handoff_mechanisms.c and the floors in
+ * handoff_floors.c, behind handoff.h.
+ *
  * Build: make build/perf/handoff
  * Run:   build/perf/handoff [--mechanism all] [--pin cross|same|none] [--json]
  *        build/perf/handoff --headline
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
+#include "handoff.h"
 
-#include <errno.h>
-#include <getopt.h>
-#include <limits.h>
-#include <linux/futex.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdalign.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <ck_pr.h>
-#include <liburing.h>
-
-#include <lull.h>
-
-#include "bench_common.h"
-#include "hist.h"
-
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-
-#define LINE 128
-#define MSG_TYPE 1
-#define RING_CAPACITY ((size_t)1 << 16)
-#define READ_BATCH 64u
-#define MAX_SPINS 16
-#define MAX_MECHS (MECH_KINDS * 2 * MAX_SPINS)
-#define STUCK_SLACK_NS (30ull * 1000000000ull)
-
-/* IORING_OP_FUTEX_WAIT (Linux 6.7) and its flags; liburing 2.3 lacks them. */
-#define OP_FUTEX_WAIT 51
-#ifndef FUTEX2_SIZE_U32
-#define FUTEX2_SIZE_U32 0x02
-#endif
-#ifndef FUTEX2_PRIVATE
-#define FUTEX2_PRIVATE FUTEX_PRIVATE_FLAG
-#endif
-
-enum mech_kind {
-	MECH_POLL,
-	MECH_SPIN,
-	MECH_YIELD,
-	MECH_LULL_AUTO,
-	MECH_LULL_URING_FUTEX,
-	MECH_LULL_URING_EVENTFD,
-	MECH_LULL_EPOLL,
-	MECH_LULL_BLOCKING,
-	MECH_LULL_SPIN_PARK,
-	MECH_FUTEX_FLOOR,
-	MECH_EVENTFD_FLOOR,
-	MECH_URING_FUTEX_FLOOR,
-	MECH_URING_EVENTFD_FLOOR,
-	MECH_KINDS
-};
-
-/* How the consumer waits. */
-enum style {
-	STYLE_RING_POLL, /* poll, spin, yield: lull_ring_read and back off */
-	STYLE_LULL_LOOP, /* lull_loop_run */
-	STYLE_LULL_WAIT, /* lull_ring_wait + lull_ring_read */
-	STYLE_FLOOR,     /* no ring: a count, a futex or an eventfd */
-};
-
-static const struct mech_desc {
-	const char *name;
-	enum style style;
-	bool sleeps;      /* blocks in the kernel when there is nothing */
-	int backend;      /* loop backend, or the one a floor needs; 0 none */
-	enum mech_kind floor; /* the bare mechanism it is built on */
-} mech_descs[MECH_KINDS] = {
+const struct mech_desc mech_descs[MECH_KINDS] = {
 	[MECH_POLL] = { "poll", STYLE_RING_POLL, true, 0, MECH_KINDS },
 	[MECH_SPIN] = { "spin", STYLE_RING_POLL, false, 0, MECH_KINDS },
 	[MECH_YIELD] = { "yield", STYLE_RING_POLL, false, 0, MECH_KINDS },
@@ -185,21 +109,6 @@ static const struct mech_desc {
 				       MECH_KINDS },
 };
 
-static bool is_lull(enum mech_kind k)
-{
-	return mech_descs[k].style == STYLE_LULL_LOOP ||
-	       mech_descs[k].style == STYLE_LULL_WAIT;
-}
-
-/*
- * lull's adaptive spin (spin only while records stream) is a spin_ns value
- * of its own; without it in lull.h, no setting here can be that value.
- */
-#ifdef LULL_PARK_SPIN_ADAPTIVE
-#define SPIN_ADAPTIVE LULL_PARK_SPIN_ADAPTIVE
-#else
-#define SPIN_ADAPTIVE UINT64_MAX
-#endif
 
 #ifdef LULL_PARK_SPIN_ADAPTIVE
 #define SPIN_USAGE                                                           \
@@ -218,30 +127,7 @@ static const char *spin_str(uint64_t ns, char *buf, size_t size)
 	return buf;
 }
 
-enum pin_mode { PIN_CROSS, PIN_SAME, PIN_NONE };
 static const char *const pin_names[] = { "cross", "same", "none" };
-
-struct options {
-	bool want[MECH_KINDS];
-	uint64_t messages;
-	int runs;
-	uint64_t max_gap_ns;
-	uint64_t poll_ns;
-	double idle_s;
-	int pin; /* enum pin_mode, or -1: cross when >= 2 CPUs */
-	uint64_t spin_ns[MAX_SPINS];      /* lull-spin-park, one per value */
-	int nspins;
-	uint64_t loop_spin_ns[MAX_SPINS]; /* lull loops, one per value */
-	int nloop_spins;
-	uint64_t safety_ns;
-	bool barriers[2];  /* lull park barriers to run: membarrier, fence */
-	bool futexes[2];   /* floors' futexes to run: private, shared */
-	uint64_t seed;
-	double max_others; /* repeat runs busier than this; < 0: never */
-	bool json;
-	bool verbose;
-	bool headline;     /* poll against lull, the demo's summary */
-};
 
 /*
  * What lull's safety net does to an idle consumer, as a sentence: nothing
@@ -260,96 +146,7 @@ static const char *safety_note(const struct options *opt, char *buf,
 	return buf;
 }
 
-
-/* One mechanism (one spin window, for lull-spin-park) and its results. */
-struct mech {
-	enum mech_kind kind;
-	char label[40];
-	uint64_t spin_ns; /* lull-spin-park: its window; loops: the loop's */
-	bool fence;       /* lull: ring in caller memory, fence barrier */
-	bool shared;      /* futex floors: a shared futex, like lull's */
-	int backend;      /* lull: the backend it parks with */
-	const char *skip; /* why it cannot run here */
-	struct hist *pooled;
-	struct hist *push;  /* producer: how long each push took */
-	int done_runs;
-
-	/* Per run. */
-	double *p50;           /* ns */
-	double *idle_wakeups;  /* voluntary switches, less the ending wake */
-	double *idle_wps;      /* the same per second */
-	double *idle_cpu_ms;   /* scaled to --idle-seconds */
-	double *idle_iters;    /* waits in the window, less the ending one */
-	double *idle_invol;    /* involuntary switches in the window */
-	double *idle_safety;   /* lull: parks the safety net ended */
-	double *act_cpu_us;    /* consumer CPU per data message */
-	double *act_wakes;     /* consumer voluntary switches per message */
-	/* lull counters per message, whole runs (data + the window) */
-	double *wakes_pm;      /* producer wake-up system calls */
-	double *parks_pm;      /* consumer sleeps */
-	double *cancels_pm;    /* parks dropped at the re-check */
-	double *others;        /* CPUs other processes used during the run */
-
-	uint64_t lost_wakes;   /* lull safety_timeouts: must stay 0 */
-	uint64_t full_waits;   /* producer retries on a full ring */
-	uint64_t clock_skew;   /* receive time before push time */
-};
-
-struct msg {
-	uint64_t seq;
-	uint64_t t_push;
-};
-
-/* What the consumer notes at the start, and at both ends of the window. */
-struct snap {
-	uint64_t t;
-	struct rusage ru;
-	uint64_t iters;
-	uint64_t loop_iters;
-	struct lull_ring_stats rs;
-};
-
-struct run;
-
-struct consumer {
-	struct run *run;
-	uint64_t expected; /* the next sequence number */
-	uint64_t iters;    /* times it waited (slept, yielded, paused) */
-	bool done;
-	struct lull_loop *loop;
-	struct snap start, idle0, idle1;
-};
-
-/* The shared state of one run; sides on lines of their own. */
-struct run {
-	struct mech *mech;
-	const struct options *opt;
-	int index;
-	int consumer_cpu, producer_cpu;
-	uint64_t n;     /* data messages; message n ends the idle window */
-	uint64_t *lat;  /* latency of each data message, by the consumer */
-	uint64_t *push; /* duration of each push (wake-up included) */
-	uint64_t *ts;   /* floors: push time of each message */
-	struct lull_ring *ring;
-	void *ring_mem; /* --fence-barrier: the region, ours to free */
-	int efd;
-	int futex_private; /* FUTEX_PRIVATE_FLAG or 0 */
-	pthread_barrier_t ready;
-
-	/* Floors: messages published so far; the futex word. */
-	alignas(LINE) _Atomic uint32_t word;
-
-	/* Consumer progress, for the watchdog's message. */
-	alignas(LINE) _Atomic uint64_t progress;
-
-	alignas(LINE) struct consumer c;
-
-	alignas(LINE) uint64_t sent;
-	uint64_t full_waits;
-};
-
-static __attribute__((format(printf, 2, 3), noreturn)) void
-die(const struct run *run, const char *fmt, ...)
+void ho_die(const struct run *run, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -378,11 +175,6 @@ static void sleep_until(uint64_t t_ns)
 		;
 }
 
-static long futex_op(_Atomic uint32_t *word, int op, uint32_t val)
-{
-	return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
-}
-
 /* splitmix64: the gaps; the same sequence for every mechanism in a run. */
 static uint64_t rng_next(uint64_t *state)
 {
@@ -403,7 +195,7 @@ static uint64_t next_gap(uint64_t *state, uint64_t max_gap_ns)
 /* --- the consumer ---------------------------------------------------- */
 
 /* Runs on the consumer thread, which may be inside a loop callback. */
-static void snap_take(struct consumer *c, struct snap *s)
+void ho_snap_take(struct consumer *c, struct snap *s)
 {
 	struct run *run = c->run;
 	struct lull_loop_stats ls;
@@ -417,261 +209,6 @@ static void snap_take(struct consumer *c, struct snap *s)
 		s->loop_iters = ls.iterations;
 }
 
-/* The consumer has message @seq, pushed at @t_push. */
-static inline void take(struct consumer *c, uint64_t seq, uint64_t t_push)
-{
-	uint64_t now = bench_now_ns();
-	struct run *run = c->run;
-
-	if (unlikely(seq != c->expected))
-		die(run,
-		    "message %llu arrived when %llu was due (lost, repeated "
-		    "or reordered)",
-		    (unsigned long long)seq, (unsigned long long)c->expected);
-	c->expected = seq + 1;
-	atomic_store_explicit(&run->progress, c->expected,
-			      memory_order_relaxed);
-	if (likely(seq < run->n)) {
-		if (unlikely(now < t_push)) {
-			run->mech->clock_skew++;
-			now = t_push;
-		}
-		run->lat[seq] = now - t_push;
-		/* The last data message: the idle window starts here. */
-		if (unlikely(seq == run->n - 1))
-			snap_take(c, &c->idle0);
-		return;
-	}
-	snap_take(c, &c->idle1);
-	c->done = true;
-}
-
-static int ring_handler(const struct lull_record *rec, void *ctx)
-{
-	struct consumer *c = ctx;
-	struct msg m;
-
-	/*
-	 * The ring's end: the producer's detach (the last one) shuts it
-	 * down, and the poison record follows every message.
-	 */
-	if (rec->type == LULL_TYPE_POISON)
-		return LULL_READ_CONTINUE;
-	if (unlikely(rec->len != sizeof(m) || rec->type != MSG_TYPE))
-		die(c->run, "malformed record: type %d, %u bytes", rec->type,
-		    rec->len);
-	memcpy(&m, rec->data, sizeof(m));
-	take(c, m.seq, m.t_push);
-	if (!c->done)
-		return LULL_READ_CONTINUE;
-	if (c->loop)
-		lull_loop_stop(c->loop);
-	return LULL_READ_STOP;
-}
-
-/* Read what is there; false when the ring was empty. */
-static inline bool ring_drain(struct consumer *c)
-{
-	int r = lull_ring_read(c->run->ring, ring_handler, c, READ_BATCH);
-
-	if (likely(r > 0))
-		return true;
-	if (r != -EAGAIN)
-		die(c->run, "lull_ring_read: %s", lull_strerror(r));
-	return false;
-}
-
-static void consume_ring_poll(struct consumer *c)
-{
-	enum mech_kind kind = c->run->mech->kind;
-	struct timespec interval = {
-		.tv_sec = (time_t)(c->run->opt->poll_ns / 1000000000u),
-		.tv_nsec = (long)(c->run->opt->poll_ns % 1000000000u),
-	};
-
-	while (!c->done) {
-		if (ring_drain(c))
-			continue;
-		c->iters++;
-		if (kind == MECH_POLL)
-			nanosleep(&interval, NULL);
-		else if (kind == MECH_SPIN)
-			ck_pr_stall();
-		else
-			sched_yield();
-	}
-}
-
-static void consume_lull_wait(struct consumer *c)
-{
-	struct run *run = c->run;
-	struct lull_park_config pc = {
-		.spin_ns = run->mech->spin_ns,
-		.safety_timeout_ns = run->opt->safety_ns,
-	};
-	int r;
-
-	r = lull_ring_park_config(run->ring, &pc);
-	if (r < 0)
-		die(run, "lull_ring_park_config: %s", lull_strerror(r));
-	pthread_barrier_wait(&run->ready);
-	snap_take(c, &c->start);
-	while (!c->done) {
-		if (ring_drain(c))
-			continue;
-		c->iters++;
-		r = lull_ring_wait(run->ring, -1);
-		if (r < 0)
-			die(run, "lull_ring_wait: %s", lull_strerror(r));
-	}
-}
-
-static void consume_lull_loop(struct consumer *c)
-{
-	struct run *run = c->run;
-	struct lull_loop_config cfg = {
-		.backend = mech_descs[run->mech->kind].backend,
-		.spin_ns = run->mech->spin_ns,
-		.safety_timeout_ns = run->opt->safety_ns,
-	};
-	int r;
-
-	r = lull_loop_create(&c->loop, &cfg);
-	if (r < 0)
-		die(run, "lull_loop_create: %s", lull_strerror(r));
-	/* "lull" asked for AUTO: note what lull picked. */
-	run->mech->backend = lull_loop_backend(c->loop);
-	r = lull_loop_attach(c->loop, run->ring, ring_handler, c, 0);
-	if (r < 0)
-		die(run, "lull_loop_attach: %s", lull_strerror(r));
-	pthread_barrier_wait(&run->ready);
-	snap_take(c, &c->start);
-	r = lull_loop_run(c->loop);
-	if (r < 0)
-		die(run, "lull_loop_run: %s", lull_strerror(r));
-	if (!c->done)
-		die(run, "lull_loop_run returned before the last message");
-	r = lull_loop_destroy(c->loop);
-	if (r < 0)
-		die(run, "lull_loop_destroy: %s", lull_strerror(r));
-	c->loop = NULL;
-}
-
-/* Take every message published since @seen; returns the new count. */
-static inline uint32_t floor_take(struct consumer *c, uint32_t seen)
-{
-	struct run *run = c->run;
-	/* Pairs with the producer's release store: ts[] is written. */
-	uint32_t pub = atomic_load_explicit(&run->word, memory_order_acquire);
-
-	for (; seen != pub && !c->done; seen++) {
-		if (unlikely(!run->ts[seen]))
-			die(run, "message %u published without its timestamp",
-			    seen);
-		take(c, seen, run->ts[seen]);
-	}
-	return seen;
-}
-
-static void uring_init(struct run *run, struct io_uring *ring)
-{
-	struct io_uring_params p;
-	int r;
-
-	memset(&p, 0, sizeof(p));
-	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-	r = io_uring_queue_init_params(8, ring, &p);
-	if (r == -EINVAL) {
-		memset(&p, 0, sizeof(p));
-		r = io_uring_queue_init_params(8, ring, &p);
-	}
-	if (r < 0)
-		die(run, "io_uring_queue_init: %s", strerror(-r));
-}
-
-/* One io_uring wait: @sqe prepared, submit it and reap its completion. */
-static int uring_wait_one(struct run *run, struct io_uring *ring)
-{
-	struct io_uring_cqe *cqe;
-	int r, res;
-
-	r = io_uring_submit_and_wait(ring, 1);
-	if (r < 0 && r != -EINTR)
-		die(run, "io_uring_submit_and_wait: %s", strerror(-r));
-	r = io_uring_wait_cqe(ring, &cqe);
-	if (r < 0)
-		die(run, "io_uring_wait_cqe: %s", strerror(-r));
-	res = cqe->res;
-	io_uring_cqe_seen(ring, cqe);
-	return res;
-}
-
-static void consume_floor(struct consumer *c)
-{
-	struct run *run = c->run;
-	enum mech_kind kind = run->mech->kind;
-	bool uring = kind == MECH_URING_FUTEX_FLOOR ||
-		     kind == MECH_URING_EVENTFD_FLOOR;
-	struct io_uring ring;
-	struct io_uring_sqe *sqe;
-	uint32_t seen = 0;
-	uint64_t buf;
-	long r;
-
-	if (uring)
-		uring_init(run, &ring);
-	pthread_barrier_wait(&run->ready);
-	snap_take(c, &c->start);
-	for (;;) {
-		uint32_t now = floor_take(c, seen);
-
-		if (c->done)
-			break;
-		if (now != seen) {
-			seen = now;
-			continue;
-		}
-		c->iters++;
-		switch (kind) {
-		case MECH_FUTEX_FLOOR:
-			/* Returns at once if the count is no longer @seen. */
-			r = futex_op(&run->word,
-				     FUTEX_WAIT | run->futex_private, seen);
-			if (r < 0 && errno != EAGAIN && errno != EINTR)
-				die(run, "FUTEX_WAIT: %s", strerror(errno));
-			break;
-		case MECH_EVENTFD_FLOOR:
-			if (eventfd_read(run->efd, &buf) < 0 && errno != EINTR)
-				die(run, "eventfd read: %s", strerror(errno));
-			break;
-		case MECH_URING_FUTEX_FLOOR:
-			sqe = io_uring_get_sqe(&ring);
-			io_uring_prep_rw(OP_FUTEX_WAIT, sqe,
-					 FUTEX2_SIZE_U32 |
-						 (run->futex_private
-							  ? FUTEX2_PRIVATE
-							  : 0),
-					 (const void *)&run->word, 0, seen);
-			sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
-			r = uring_wait_one(run, &ring);
-			if (r < 0 && r != -EAGAIN && r != -EINTR)
-				die(run, "io_uring futex wait: %s",
-				    strerror((int)-r));
-			break;
-		default:
-			sqe = io_uring_get_sqe(&ring);
-			io_uring_prep_read(sqe, run->efd, &buf, sizeof(buf), 0);
-			r = uring_wait_one(run, &ring);
-			if (r != (long)sizeof(buf) && r != -EINTR)
-				die(run, "io_uring eventfd read: %s",
-				    r < 0 ? strerror((int)-r) : "short read");
-			break;
-		}
-	}
-	if (uring)
-		io_uring_queue_exit(&ring);
-}
-
 static void *consumer_main(void *arg)
 {
 	struct run *run = arg;
@@ -681,17 +218,17 @@ static void *consumer_main(void *arg)
 	switch (mech_descs[run->mech->kind].style) {
 	case STYLE_RING_POLL:
 		pthread_barrier_wait(&run->ready);
-		snap_take(c, &c->start);
-		consume_ring_poll(c);
+		ho_snap_take(c, &c->start);
+		ho_consume_ring_poll(c);
 		break;
 	case STYLE_LULL_WAIT:
-		consume_lull_wait(c);
+		ho_consume_lull_wait(c);
 		break;
 	case STYLE_LULL_LOOP:
-		consume_lull_loop(c);
+		ho_consume_lull_loop(c);
 		break;
 	case STYLE_FLOOR:
-		consume_floor(c);
+		ho_consume_floor(c);
 		break;
 	}
 	return NULL;
@@ -714,26 +251,14 @@ static uint64_t push(struct run *run, struct lull_producer *prod,
 			sched_yield();
 		}
 		if (r < 0)
-			die(run, "lull_spsc_write: %s", lull_strerror(r));
+			ho_die(run, "lull_spsc_write: %s", lull_strerror(r));
 		return m.t_push;
 	}
 	run->ts[seq] = m.t_push;
 	/* Pairs with the consumer's acquire load: ts[seq] is written. */
 	atomic_store_explicit(&run->word, (uint32_t)(seq + 1),
 			      memory_order_release);
-	switch (run->mech->kind) {
-	case MECH_FUTEX_FLOOR:
-	case MECH_URING_FUTEX_FLOOR:
-		/* Bare: a wake every time, whether or not anyone waits. */
-		if (futex_op(&run->word, FUTEX_WAKE | run->futex_private, 1) <
-		    0)
-			die(run, "FUTEX_WAKE: %s", strerror(errno));
-		break;
-	default:
-		if (eventfd_write(run->efd, 1) < 0)
-			die(run, "eventfd write: %s", strerror(errno));
-		break;
-	}
+	ho_floor_wake(run);
 	return m.t_push;
 }
 
@@ -753,7 +278,7 @@ static void *producer_main(void *arg)
 	if (run->ring) {
 		r = lull_producer_attach(run->ring, 0, &prod);
 		if (r < 0)
-			die(run, "lull_producer_attach: %s", lull_strerror(r));
+			ho_die(run, "lull_producer_attach: %s", lull_strerror(r));
 	}
 	pthread_barrier_wait(&run->ready);
 	t_next = bench_now_ns() + next_gap(&state, opt->max_gap_ns);
@@ -769,7 +294,7 @@ static void *producer_main(void *arg)
 	if (prod) {
 		r = lull_producer_detach(prod);
 		if (r < 0)
-			die(run, "lull_producer_detach: %s", lull_strerror(r));
+			ho_die(run, "lull_producer_detach: %s", lull_strerror(r));
 	}
 	return NULL;
 }
@@ -800,7 +325,7 @@ static void record_run(struct run *run, double others)
 	int i = m->done_runs;
 
 	if (!h)
-		die(run, "out of memory");
+		ho_die(run, "out of memory");
 	for (uint64_t k = 0; k < run->n; k++) {
 		hist_record(h, run->lat[k]);
 		hist_record(m->push, run->push[k]);
@@ -936,7 +461,7 @@ static double run_once(struct mech *m, const struct options *opt,
 	run = aligned_alloc(LINE, (sizeof(*run) + LINE - 1) &
 					  ~(size_t)(LINE - 1));
 	if (!run)
-		die(NULL, "out of memory");
+		ho_die(NULL, "out of memory");
 	memset(run, 0, sizeof(*run));
 	run->mech = m;
 	run->opt = opt;
@@ -957,22 +482,22 @@ static double run_once(struct mech *m, const struct options *opt,
 	run->lat = calloc(run->n, sizeof(*run->lat));
 	run->push = calloc(run->n, sizeof(*run->push));
 	if (!run->lat || !run->push)
-		die(run, "out of memory");
+		ho_die(run, "out of memory");
 	if (d->style == STYLE_FLOOR) {
 		run->ts = calloc(run->n + 1, sizeof(*run->ts));
 		if (!run->ts)
-			die(run, "out of memory");
+			ho_die(run, "out of memory");
 		if (m->kind == MECH_EVENTFD_FLOOR ||
 		    m->kind == MECH_URING_EVENTFD_FLOOR) {
 			/* Blocking: read(2) and io_uring's read wait on it. */
 			run->efd = eventfd(0, EFD_CLOEXEC);
 			if (run->efd < 0)
-				die(run, "eventfd: %s", strerror(errno));
+				ho_die(run, "eventfd: %s", strerror(errno));
 		}
 	} else {
 		r = ring_make(run);
 		if (r < 0)
-			die(run, "lull_ring_create: %s", lull_strerror(r));
+			ho_die(run, "lull_ring_create: %s", lull_strerror(r));
 	}
 	pthread_barrier_init(&run->ready, NULL, 2);
 
@@ -981,7 +506,7 @@ static double run_once(struct mech *m, const struct options *opt,
 	t0 = bench_now_ns();
 	if (pthread_create(&ctid, NULL, consumer_main, run) ||
 	    pthread_create(&ptid, NULL, producer_main, run))
-		die(run, "pthread_create failed");
+		ho_die(run, "pthread_create failed");
 
 	/* The watchdog: far longer than the run can take when it works. */
 	limit_ns = run->n * (opt->max_gap_ns + opt->poll_ns) +
@@ -995,7 +520,7 @@ static double run_once(struct mech *m, const struct options *opt,
 	}
 	r = pthread_timedjoin_np(ctid, NULL, &deadline);
 	if (r == ETIMEDOUT)
-		die(run,
+		ho_die(run,
 		    "stuck: the consumer has %llu of %llu messages after "
 		    "%.0f s (a lost wake-up?)",
 		    (unsigned long long)atomic_load(&run->progress),
@@ -1007,7 +532,7 @@ static double run_once(struct mech *m, const struct options *opt,
 	others = busy > self ? (double)(busy - self) / (double)wall : 0;
 	if (!run->c.done || run->c.expected != run->n + 1 ||
 	    run->sent != run->n + 1)
-		die(run, "received %llu messages of %llu sent, %llu expected",
+		ho_die(run, "received %llu messages of %llu sent, %llu expected",
 		    (unsigned long long)run->c.expected,
 		    (unsigned long long)run->sent,
 		    (unsigned long long)(run->n + 1));
@@ -1027,7 +552,7 @@ static double run_once(struct mech *m, const struct options *opt,
 	if (run->ring) {
 		r = lull_ring_destroy(run->ring);
 		if (r < 0)
-			die(run, "lull_ring_destroy: %s", lull_strerror(r));
+			ho_die(run, "lull_ring_destroy: %s", lull_strerror(r));
 		free(run->ring_mem);
 	}
 	if (run->efd >= 0)
@@ -1934,7 +1459,7 @@ int main(int argc, char **argv)
 			if (variants ? !variants[alt] : alt)
 				continue;
 			if (nm == MAX_MECHS)
-				die(NULL, "too many mechanisms");
+				ho_die(NULL, "too many mechanisms");
 			m = &ms[nm++];
 			m->kind = (enum mech_kind)k;
 			m->spin_ns = spins ? spins[s / 2]
@@ -1958,7 +1483,7 @@ int main(int argc, char **argv)
 					 m->fence ? "+fence" : "+shared");
 			check_support(m);
 			if (mech_alloc(m, opt.runs))
-				die(NULL, "out of memory");
+				ho_die(NULL, "out of memory");
 		}
 	}
 

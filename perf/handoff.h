@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handoff.h - what the files of the handoff benchmark share: the
+ * mechanisms' list, one run's state, and the calls between the measurement
+ * loop (handoff.c: runs, the producer, the consumer's clock and checks,
+ * options and report) and the mechanisms (handoff_mechanisms.c: poll,
+ * spin, yield and lull's ways of waiting; handoff_floors.c: the bare
+ * kernel wake-ups underneath).
+ */
+#ifndef LULL_PERF_HANDOFF_H
+#define LULL_PERF_HANDOFF_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ck_pr.h>
+#include <liburing.h>
+
+#include <lull.h>
+
+#include "bench_common.h"
+#include "hist.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define LINE 128
+#define MSG_TYPE 1
+#define RING_CAPACITY ((size_t)1 << 16)
+#define READ_BATCH 64u
+#define MAX_SPINS 16
+#define MAX_MECHS (MECH_KINDS * 2 * MAX_SPINS)
+#define STUCK_SLACK_NS (30ull * 1000000000ull)
+
+/* IORING_OP_FUTEX_WAIT (Linux 6.7) and its flags; liburing 2.3 lacks them. */
+#define OP_FUTEX_WAIT 51
+#ifndef FUTEX2_SIZE_U32
+#define FUTEX2_SIZE_U32 0x02
+#endif
+#ifndef FUTEX2_PRIVATE
+#define FUTEX2_PRIVATE FUTEX_PRIVATE_FLAG
+#endif
+
+enum mech_kind {
+	MECH_POLL,
+	MECH_SPIN,
+	MECH_YIELD,
+	MECH_LULL_AUTO,
+	MECH_LULL_URING_FUTEX,
+	MECH_LULL_URING_EVENTFD,
+	MECH_LULL_EPOLL,
+	MECH_LULL_BLOCKING,
+	MECH_LULL_SPIN_PARK,
+	MECH_FUTEX_FLOOR,
+	MECH_EVENTFD_FLOOR,
+	MECH_URING_FUTEX_FLOOR,
+	MECH_URING_EVENTFD_FLOOR,
+	MECH_KINDS
+};
+
+/* How the consumer waits. */
+enum style {
+	STYLE_RING_POLL, /* poll, spin, yield: lull_ring_read and back off */
+	STYLE_LULL_LOOP, /* lull_loop_run */
+	STYLE_LULL_WAIT, /* lull_ring_wait + lull_ring_read */
+	STYLE_FLOOR,     /* no ring: a count, a futex or an eventfd */
+};
+
+struct mech_desc {
+	const char *name;
+	enum style style;
+	bool sleeps;      /* blocks in the kernel when there is nothing */
+	int backend;      /* loop backend, or the one a floor needs; 0 none */
+	enum mech_kind floor; /* the bare mechanism it is built on */
+};
+
+extern const struct mech_desc mech_descs[MECH_KINDS];
+
+static inline bool is_lull(enum mech_kind k)
+{
+	return mech_descs[k].style == STYLE_LULL_LOOP ||
+	       mech_descs[k].style == STYLE_LULL_WAIT;
+}
+
+/*
+ * lull's adaptive spin (spin only while records stream) is a spin_ns value
+ * of its own; without it in lull.h, no setting here can be that value.
+ */
+#ifdef LULL_PARK_SPIN_ADAPTIVE
+#define SPIN_ADAPTIVE LULL_PARK_SPIN_ADAPTIVE
+#else
+#define SPIN_ADAPTIVE UINT64_MAX
+#endif
+
+enum pin_mode { PIN_CROSS, PIN_SAME, PIN_NONE };
+
+struct options {
+	bool want[MECH_KINDS];
+	uint64_t messages;
+	int runs;
+	uint64_t max_gap_ns;
+	uint64_t poll_ns;
+	double idle_s;
+	int pin; /* enum pin_mode, or -1: cross when >= 2 CPUs */
+	uint64_t spin_ns[MAX_SPINS];      /* lull-spin-park, one per value */
+	int nspins;
+	uint64_t loop_spin_ns[MAX_SPINS]; /* lull loops, one per value */
+	int nloop_spins;
+	uint64_t safety_ns;
+	bool barriers[2];  /* lull park barriers to run: membarrier, fence */
+	bool futexes[2];   /* floors' futexes to run: private, shared */
+	uint64_t seed;
+	double max_others; /* repeat runs busier than this; < 0: never */
+	bool json;
+	bool verbose;
+	bool headline;     /* poll against lull, the demo's summary */
+};
+
+
+/* One mechanism (one spin window, for lull-spin-park) and its results. */
+struct mech {
+	enum mech_kind kind;
+	char label[40];
+	uint64_t spin_ns; /* lull-spin-park: its window; loops: the loop's */
+	bool fence;       /* lull: ring in caller memory, fence barrier */
+	bool shared;      /* futex floors: a shared futex, like lull's */
+	int backend;      /* lull: the backend it parks with */
+	const char *skip; /* why it cannot run here */
+	struct hist *pooled;
+	struct hist *push;  /* producer: how long each push took */
+	int done_runs;
+
+	/* Per run. */
+	double *p50;           /* ns */
+	double *idle_wakeups;  /* voluntary switches, less the ending wake */
+	double *idle_wps;      /* the same per second */
+	double *idle_cpu_ms;   /* scaled to --idle-seconds */
+	double *idle_iters;    /* waits in the window, less the ending one */
+	double *idle_invol;    /* involuntary switches in the window */
+	double *idle_safety;   /* lull: parks the safety net ended */
+	double *act_cpu_us;    /* consumer CPU per data message */
+	double *act_wakes;     /* consumer voluntary switches per message */
+	/* lull counters per message, whole runs (data + the window) */
+	double *wakes_pm;      /* producer wake-up system calls */
+	double *parks_pm;      /* consumer sleeps */
+	double *cancels_pm;    /* parks dropped at the re-check */
+	double *others;        /* CPUs other processes used during the run */
+
+	uint64_t lost_wakes;   /* lull safety_timeouts: must stay 0 */
+	uint64_t full_waits;   /* producer retries on a full ring */
+	uint64_t clock_skew;   /* receive time before push time */
+};
+
+struct msg {
+	uint64_t seq;
+	uint64_t t_push;
+};
+
+/* What the consumer notes at the start, and at both ends of the window. */
+struct snap {
+	uint64_t t;
+	struct rusage ru;
+	uint64_t iters;
+	uint64_t loop_iters;
+	struct lull_ring_stats rs;
+};
+
+struct run;
+
+struct consumer {
+	struct run *run;
+	uint64_t expected; /* the next sequence number */
+	uint64_t iters;    /* times it waited (slept, yielded, paused) */
+	bool done;
+	struct lull_loop *loop;
+	struct snap start, idle0, idle1;
+};
+
+/* The shared state of one run; sides on lines of their own. */
+struct run {
+	struct mech *mech;
+	const struct options *opt;
+	int index;
+	int consumer_cpu, producer_cpu;
+	uint64_t n;     /* data messages; message n ends the idle window */
+	uint64_t *lat;  /* latency of each data message, by the consumer */
+	uint64_t *push; /* duration of each push (wake-up included) */
+	uint64_t *ts;   /* floors: push time of each message */
+	struct lull_ring *ring;
+	void *ring_mem; /* --fence-barrier: the region, ours to free */
+	int efd;
+	int futex_private; /* FUTEX_PRIVATE_FLAG or 0 */
+	pthread_barrier_t ready;
+
+	/* Floors: messages published so far; the futex word. */
+	alignas(LINE) _Atomic uint32_t word;
+
+	/* Consumer progress, for the watchdog's message. */
+	alignas(LINE) _Atomic uint64_t progress;
+
+	alignas(LINE) struct consumer c;
+
+	alignas(LINE) uint64_t sent;
+	uint64_t full_waits;
+};
+
+
+/* handoff.c: the measurement loop's side. */
+__attribute__((format(printf, 2, 3), noreturn)) void
+ho_die(const struct run *run, const char *fmt, ...);
+void ho_snap_take(struct consumer *c, struct snap *s);
+
+static inline long futex_op(_Atomic uint32_t *word, int op, uint32_t val)
+{
+	return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
+}
+
+/* The consumer has message @seq, pushed at @t_push. */
+static inline void ho_take(struct consumer *c, uint64_t seq, uint64_t t_push)
+{
+	uint64_t now = bench_now_ns();
+	struct run *run = c->run;
+
+	if (unlikely(seq != c->expected))
+		ho_die(run,
+		    "message %llu arrived when %llu was due (lost, repeated "
+		    "or reordered)",
+		    (unsigned long long)seq, (unsigned long long)c->expected);
+	c->expected = seq + 1;
+	atomic_store_explicit(&run->progress, c->expected,
+			      memory_order_relaxed);
+	if (likely(seq < run->n)) {
+		if (unlikely(now < t_push)) {
+			run->mech->clock_skew++;
+			now = t_push;
+		}
+		run->lat[seq] = now - t_push;
+		/* The last data message: the idle window starts here. */
+		if (unlikely(seq == run->n - 1))
+			ho_snap_take(c, &c->idle0);
+		return;
+	}
+	ho_snap_take(c, &c->idle1);
+	c->done = true;
+}
+
+/* handoff_mechanisms.c: the consumers that read a lull ring. */
+void ho_consume_ring_poll(struct consumer *c);
+void ho_consume_lull_wait(struct consumer *c);
+void ho_consume_lull_loop(struct consumer *c);
+
+/* handoff_floors.c: no ring, a count and a bare wake-up. */
+void ho_consume_floor(struct consumer *c);
+void ho_floor_wake(struct run *run);
+
+#endif /* LULL_PERF_HANDOFF_H */

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handoff_mechanisms.c - the consumers that read a lull ring: poll (sleep
+ * --poll-interval-us when empty), spin (PAUSE), yield (sched_yield()), and
+ * lull's own ways of waiting: lull_ring_wait() (lull-blocking,
+ * lull-spin-park) and a lull_loop on each backend (lull, lull-uring-futex,
+ * lull-uring-eventfd, lull-epoll).  Each hands every message to ho_take(),
+ * the measurement loop's clock and checks.
+ */
+#include "handoff.h"
+
+static int ring_handler(const struct lull_record *rec, void *ctx)
+{
+	struct consumer *c = ctx;
+	struct msg m;
+
+	/*
+	 * The ring's end: the producer's detach (the last one) shuts it
+	 * down, and the poison record follows every message.
+	 */
+	if (rec->type == LULL_TYPE_POISON)
+		return LULL_READ_CONTINUE;
+	if (unlikely(rec->len != sizeof(m) || rec->type != MSG_TYPE))
+		ho_die(c->run, "malformed record: type %d, %u bytes", rec->type,
+		    rec->len);
+	memcpy(&m, rec->data, sizeof(m));
+	ho_take(c, m.seq, m.t_push);
+	if (!c->done)
+		return LULL_READ_CONTINUE;
+	if (c->loop)
+		lull_loop_stop(c->loop);
+	return LULL_READ_STOP;
+}
+
+/* Read what is there; false when the ring was empty. */
+static inline bool ring_drain(struct consumer *c)
+{
+	int r = lull_ring_read(c->run->ring, ring_handler, c, READ_BATCH);
+
+	if (likely(r > 0))
+		return true;
+	if (r != -EAGAIN)
+		ho_die(c->run, "lull_ring_read: %s", lull_strerror(r));
+	return false;
+}
+
+void ho_consume_ring_poll(struct consumer *c)
+{
+	enum mech_kind kind = c->run->mech->kind;
+	struct timespec interval = {
+		.tv_sec = (time_t)(c->run->opt->poll_ns / 1000000000u),
+		.tv_nsec = (long)(c->run->opt->poll_ns % 1000000000u),
+	};
+
+	while (!c->done) {
+		if (ring_drain(c))
+			continue;
+		c->iters++;
+		if (kind == MECH_POLL)
+			nanosleep(&interval, NULL);
+		else if (kind == MECH_SPIN)
+			ck_pr_stall();
+		else
+			sched_yield();
+	}
+}
+
+void ho_consume_lull_wait(struct consumer *c)
+{
+	struct run *run = c->run;
+	struct lull_park_config pc = {
+		.spin_ns = run->mech->spin_ns,
+		.safety_timeout_ns = run->opt->safety_ns,
+	};
+	int r;
+
+	r = lull_ring_park_config(run->ring, &pc);
+	if (r < 0)
+		ho_die(run, "lull_ring_park_config: %s", lull_strerror(r));
+	pthread_barrier_wait(&run->ready);
+	ho_snap_take(c, &c->start);
+	while (!c->done) {
+		if (ring_drain(c))
+			continue;
+		c->iters++;
+		r = lull_ring_wait(run->ring, -1);
+		if (r < 0)
+			ho_die(run, "lull_ring_wait: %s", lull_strerror(r));
+	}
+}
+
+void ho_consume_lull_loop(struct consumer *c)
+{
+	struct run *run = c->run;
+	struct lull_loop_config cfg = {
+		.backend = mech_descs[run->mech->kind].backend,
+		.spin_ns = run->mech->spin_ns,
+		.safety_timeout_ns = run->opt->safety_ns,
+	};
+	int r;
+
+	r = lull_loop_create(&c->loop, &cfg);
+	if (r < 0)
+		ho_die(run, "lull_loop_create: %s", lull_strerror(r));
+	/* "lull" asked for AUTO: note what lull picked. */
+	run->mech->backend = lull_loop_backend(c->loop);
+	r = lull_loop_attach(c->loop, run->ring, ring_handler, c, 0);
+	if (r < 0)
+		ho_die(run, "lull_loop_attach: %s", lull_strerror(r));
+	pthread_barrier_wait(&run->ready);
+	ho_snap_take(c, &c->start);
+	r = lull_loop_run(c->loop);
+	if (r < 0)
+		ho_die(run, "lull_loop_run: %s", lull_strerror(r));
+	if (!c->done)
+		ho_die(run, "lull_loop_run returned before the last message");
+	r = lull_loop_destroy(c->loop);
+	if (r < 0)
+		ho_die(run, "lull_loop_destroy: %s", lull_strerror(r));
+	c->loop = NULL;
+}
