@@ -134,6 +134,8 @@ done
 run "install + pkg-config" install_check
 run "version everywhere" version_check
 run "man pages" bash scripts/check-man.sh
+# The throughput binary has exactly the peers whose packages are here.
+run "perf peers" sh perf/check-peers.sh "B=$B"
 if [ "$scope" = check ]; then
 	run "audio server" bash test/audio/run.sh "$B/examples/audio-server" \
 		"$B/examples/audio-loadgen" "$B/examples/audio-server-asan"
