@@ -53,6 +53,8 @@
 
 #include <lull.h>
 
+#include "../lib/topo.h"
+
 #define MAX_PRODUCERS 8
 #define LINE_PAIR 128
 
@@ -96,27 +98,7 @@ struct options {
 	bool selected[NR_CONFIGS];
 };
 
-/* The producer calls of one topology, so one loop drives both. */
-struct producer_ops {
-	int (*write)(struct lull_producer *prod, int32_t type,
-		     const void *data, size_t len);
-	int (*writev)(struct lull_producer *prod, int32_t type,
-		      const struct iovec *iov, int iovcnt);
-	int (*claim)(struct lull_producer *prod, int32_t type, size_t len,
-		     void **datap);
-	int (*commit)(struct lull_producer *prod);
-	int (*abort)(struct lull_producer *prod);
-};
-
-static const struct producer_ops spsc_ops = {
-	lull_spsc_write, lull_spsc_writev, lull_spsc_claim,
-	lull_spsc_commit, lull_spsc_abort,
-};
-
-static const struct producer_ops mpsc_ops = {
-	lull_mpsc_write, lull_mpsc_writev, lull_mpsc_claim,
-	lull_mpsc_commit, lull_mpsc_abort,
-};
+/* The producer calls of one topology (test/lib/topo.h) drive both. */
 
 enum phase {
 	PHASE_SETUP,
@@ -203,7 +185,7 @@ struct consumer {
 struct run {
 	const struct config *cfg;
 	const struct options *opt;
-	const struct producer_ops *ops;
+	const struct topo *ops;
 	struct lull_ring *ring;	/* the consumer handle */
 	struct lull_ring *opened[MAX_PRODUCERS];
 	void *mem;		/* region memory when in_place */
@@ -414,7 +396,7 @@ static bool try_abort(struct producer *p, uint64_t seq, uint64_t key,
 		      size_t len)
 {
 	struct run *run = p->run;
-	const struct producer_ops *ops = run->ops;
+	const struct topo *ops = run->ops;
 	void *dst = NULL;
 	int ret;
 
@@ -454,7 +436,7 @@ static bool fill_and_commit(struct producer *p, uint64_t seq, uint64_t key,
 			    size_t len, void *dst, uint64_t r)
 {
 	struct run *run = p->run;
-	const struct producer_ops *ops = run->ops;
+	const struct topo *ops = run->ops;
 	int32_t type = (int32_t)p->id + 1;
 	void *other = NULL;
 	int ret;
@@ -523,7 +505,7 @@ static bool wait_for_room(struct producer *p, size_t len)
 static bool send_record(struct producer *p, uint64_t seq)
 {
 	struct run *run = p->run;
-	const struct producer_ops *ops = run->ops;
+	const struct topo *ops = run->ops;
 	uint64_t key = record_key(p, seq);
 	size_t len = record_len(key, run->max_len);
 	int32_t type = (int32_t)p->id + 1;
@@ -1300,7 +1282,7 @@ static struct run *run_create(const struct config *cfg,
 	memset(run, 0, size);
 	run->cfg = cfg;
 	run->opt = opt;
-	run->ops = cfg->topology == LULL_RING_SPSC ? &spsc_ops : &mpsc_ops;
+	run->ops = cfg->topology == LULL_RING_SPSC ? &topo_spsc : &topo_mpsc;
 	run->total = opt->records;
 	atomic_init(&run->stop, false);
 	atomic_init(&run->failed, FAILED_NONE);

@@ -77,6 +77,8 @@
 
 #include <lull.h>
 
+#include "../lib/topo.h"
+
 #define DEFAULT_ROUNDS 10000u
 #define RECORDS_PER_ROUND 1000u
 #define DEFAULT_SEED 1ull
@@ -374,20 +376,20 @@ static void round_config(const struct options *opt, uint32_t round,
  * Records: type 1 + producer; payload {seq, producer, len, check} + bytes
  */
 
-struct stamp {
+struct rec_stamp {
 	uint32_t seq;
 	uint32_t producer;
 	uint32_t len;
 	uint32_t check;
 };
 
-static uint32_t stamp_check(uint32_t seq, uint32_t producer, uint32_t len)
+static uint32_t rec_stamp_check(uint32_t seq, uint32_t producer, uint32_t len)
 {
 	return (seq * 2654435761u) ^ (producer * 40503u) ^ (len * 97u) ^
 	       0xa5a5a5a5u;
 }
 
-static uint8_t pattern_byte(uint32_t seq, uint32_t producer, size_t i)
+static uint8_t rec_pattern_byte(uint32_t seq, uint32_t producer, size_t i)
 {
 	uint32_t x = seq * 2246822519u + producer * 3266489917u +
 		     (uint32_t)i * 668265263u;
@@ -399,12 +401,12 @@ static uint8_t pattern_byte(uint32_t seq, uint32_t producer, size_t i)
 static void record_fill(uint8_t *buf, uint32_t seq, uint32_t producer,
 			uint32_t len)
 {
-	struct stamp st = { seq, producer, len,
-			    stamp_check(seq, producer, len) };
+	struct rec_stamp st = { seq, producer, len,
+			    rec_stamp_check(seq, producer, len) };
 
 	memcpy(buf, &st, sizeof(st));
 	for (size_t i = sizeof(st); i < len; i++)
-		buf[i] = pattern_byte(seq, producer, i);
+		buf[i] = rec_pattern_byte(seq, producer, i);
 }
 
 /* ------------------------------------------------------------------------
@@ -587,28 +589,6 @@ static void on_sigusr1(int signo)
  * Producers
  */
 
-typedef int (*write_fn)(struct lull_producer *, int32_t, const void *,
-			size_t);
-typedef int (*writev_fn)(struct lull_producer *, int32_t,
-			 const struct iovec *, int);
-typedef int (*claim_fn)(struct lull_producer *, int32_t, size_t, void **);
-typedef int (*end_fn)(struct lull_producer *);
-
-struct ops {
-	write_fn write;
-	writev_fn writev;
-	claim_fn claim;
-	end_fn commit;
-	end_fn abort;
-};
-
-static const struct ops spsc_ops = { lull_spsc_write, lull_spsc_writev,
-				     lull_spsc_claim, lull_spsc_commit,
-				     lull_spsc_abort };
-static const struct ops mpsc_ops = { lull_mpsc_write, lull_mpsc_writev,
-				     lull_mpsc_claim, lull_mpsc_commit,
-				     lull_mpsc_abort };
-
 static uint32_t payload_max(const struct round *r)
 {
 	uint32_t max = (uint32_t)(r->cfg->capacity / 8) - 8;
@@ -645,7 +625,7 @@ static void maybe_cancel_point(struct producer *p, uint64_t *rng)
  * outcome.  Returns 0, -EAGAIN (nothing happened: try again), or the error
  * that ends the producer.
  */
-static int send_one(struct producer *p, const struct ops *ops, uint32_t seq,
+static int send_one(struct producer *p, const struct topo *ops, uint32_t seq,
 		    uint64_t *rng)
 {
 	uint8_t buf[MAX_PAYLOAD];
@@ -715,8 +695,8 @@ static void *producer_main(void *arg)
 	struct producer *p = arg;
 	struct round *r = p->r;
 	const struct producer_cfg *cfg = p->cfg;
-	const struct ops *ops =
-		r->cfg->topology == LULL_RING_SPSC ? &spsc_ops : &mpsc_ops;
+	const struct topo *ops =
+		r->cfg->topology == LULL_RING_SPSC ? &topo_spsc : &topo_mpsc;
 	uint64_t rng = cfg->seed;
 	uint32_t committed = 0;
 	bool acted = false;
@@ -895,7 +875,7 @@ static void consumer_check_record(struct round *r,
 				  const struct lull_record *rec)
 {
 	const struct round_cfg *c = r->cfg;
-	struct stamp st;
+	struct rec_stamp st;
 	const uint8_t *b = rec->data;
 
 	if (r->poisons) {
@@ -935,14 +915,14 @@ static void consumer_check_record(struct round *r,
 	}
 	memcpy(&st, b, sizeof(st));
 	if (st.producer != (uint32_t)rec->type - 1 || st.len != rec->len ||
-	    st.check != stamp_check(st.seq, st.producer, st.len) ||
+	    st.check != rec_stamp_check(st.seq, st.producer, st.len) ||
 	    st.seq >= MAX_TRIES) {
 		round_fail(r, "record of type %d, %u bytes: bad stamp %u/%u/%u",
 			   rec->type, rec->len, st.producer, st.seq, st.len);
 		return;
 	}
 	for (size_t i = sizeof(st); i < rec->len; i++)
-		if (b[i] != pattern_byte(st.seq, st.producer, i)) {
+		if (b[i] != rec_pattern_byte(st.seq, st.producer, i)) {
 			round_fail(r, "record %u of producer %u: byte %zu",
 				   st.seq, st.producer, i);
 			return;
