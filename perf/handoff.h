@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdalign.h>
 #include <stdatomic.h>

@@ -20,11 +20,15 @@
 #ifndef LULL_PERF_THROUGHPUT_H
 #define LULL_PERF_THROUGHPUT_H
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lull.h>

@@ -78,7 +78,6 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
-	char *end;
 	int c, k;
 
 	memset(opt, 0, sizeof(*opt));
@@ -132,9 +131,8 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 			opt->payloads[opt->npayloads++] = (size_t)v;
 			break;
 		case O_SECONDS:
-			opt->seconds = strtod(optarg, &end);
-			if (*end || !(opt->seconds > 0) ||
-			    opt->seconds > 3600) {
+			if (!bench_parse_double(optarg, &opt->seconds) ||
+			    !(opt->seconds > 0) || opt->seconds > 3600) {
 				fprintf(stderr, "throughput: bad --seconds\n");
 				return -1;
 			}
@@ -148,9 +146,8 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 			}
 			break;
 		case O_TIME_LIMIT:
-			opt->time_limit = strtod(optarg, &end);
-			if (*end || !(opt->time_limit > 0) ||
-			    opt->time_limit > 86400) {
+			if (!bench_parse_double(optarg, &opt->time_limit) ||
+			    !(opt->time_limit > 0) || opt->time_limit > 86400) {
 				fprintf(stderr,
 					"throughput: bad --time-limit\n");
 				return -1;
@@ -183,8 +180,8 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 			opt->batch = (unsigned int)v;
 			break;
 		case O_MAX_OTHERS:
-			opt->max_others = strtod(optarg, &end);
-			if (*end || !(opt->max_others >= 0)) {
+			if (!bench_parse_double(optarg, &opt->max_others) ||
+			    !(opt->max_others >= 0)) {
 				fprintf(stderr,
 					"throughput: bad --max-others\n");
 				return -1;

@@ -78,9 +78,7 @@ static struct config *find_config(struct config *cfgs, int ncfgs,
 /* Median msg/s of lull ring @lull over that of @peer. */
 static double ratio(const struct config *lull, const struct config *peer)
 {
-	double a = MEDIAN(lull, mps), b = MEDIAN(peer, mps);
-
-	return b > 0 ? a / b : 0;
+	return bench_ratio(MEDIAN(lull, mps), MEDIAN(peer, mps));
 }
 
 /*
