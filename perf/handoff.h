@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * handoff.h - what the files of the handoff benchmark share: the
- * mechanisms' list, one run's state, and the calls between the measurement
- * loop (handoff.c: runs, the producer, the consumer's clock and checks,
- * options and report) and the mechanisms (handoff_mechanisms.c: poll,
- * spin, yield and lull's ways of waiting; handoff_floors.c: the bare
+ * mechanisms' list, the options, one run's state, and the calls between
+ * the measurement loop (handoff.c: runs, the producer, the consumer's
+ * clock and checks, the watchdog), its command line (handoff_options.c),
+ * its report (handoff_report.c) and the mechanisms (handoff_mechanisms.c:
+ * poll, spin, yield and lull's ways of waiting; handoff_floors.c: the bare
  * kernel wake-ups underneath).
  */
 #ifndef LULL_PERF_HANDOFF_H
@@ -266,7 +267,36 @@ static inline void ho_take(struct consumer *c, uint64_t seq, uint64_t t_push)
 	c->done = true;
 }
 
-/* handoff_mechanisms.c: the consumers that read a lull ring. */
+/* handoff_options.c: the command line and the instances it asks for. */
+extern const char *const ho_pin_names[]; /* by enum pin_mode */
+/* A spin setting as people read it: microseconds, or "adaptive". */
+const char *ho_spin_str(uint64_t ns, char *buf, size_t size);
+/* 0, or -1 with the reason printed; --help prints and exits. */
+int ho_parse_options(int argc, char **argv, struct options *opt);
+int ho_mechs_make(const struct options *opt, struct mech *ms, int max);
+
+/*
+ * handoff_report.c: the header or the headline's introduction before the
+ * runs, each run as it ends (headline), then the JSON objects and the
+ * table or the headline's summary.
+ */
+void ho_print_header(FILE *f, int nm, const struct options *opt, int ncpus,
+		     const char *pin_desc);
+void ho_headline_intro(FILE *f, const struct mech *ms, int nm,
+		       const struct options *opt, const char *pin_desc);
+void ho_headline_run(FILE *f, const struct mech *m,
+		     const struct options *opt);
+void ho_print_json(const struct mech *m, const struct options *opt,
+		   const char *pin);
+void ho_print_table(FILE *f, const struct mech *ms, int nm,
+		    const struct options *opt);
+void ho_print_headline(FILE *f, const struct mech *ms, int nm,
+		       const struct options *opt);
+
+/*
+ * handoff_mechanisms.c: mech_descs[], and the consumers that read a lull
+ * ring.
+ */
 void ho_consume_ring_poll(struct consumer *c);
 void ho_consume_lull_wait(struct consumer *c);
 void ho_consume_lull_loop(struct consumer *c);

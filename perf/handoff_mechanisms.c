@@ -5,9 +5,40 @@
  * lull's own ways of waiting: lull_ring_wait() (lull-blocking,
  * lull-spin-park) and a lull_loop on each backend (lull, lull-uring-futex,
  * lull-uring-eventfd, lull-epoll).  Each hands every message to ho_take(),
- * the measurement loop's clock and checks.
+ * the measurement loop's clock and checks.  And the list of every
+ * mechanism, the floors' included: its name, how it waits, and the floor
+ * each lull mechanism is compared with.
  */
 #include "handoff.h"
+
+const struct mech_desc mech_descs[MECH_KINDS] = {
+	[MECH_POLL] = { "poll", STYLE_RING_POLL, true, 0, MECH_KINDS },
+	[MECH_SPIN] = { "spin", STYLE_RING_POLL, false, 0, MECH_KINDS },
+	[MECH_YIELD] = { "yield", STYLE_RING_POLL, false, 0, MECH_KINDS },
+	[MECH_LULL_AUTO] = { "lull", STYLE_LULL_LOOP, true, LULL_BACKEND_AUTO,
+			     MECH_KINDS },
+	[MECH_LULL_URING_FUTEX] = { "lull-uring-futex", STYLE_LULL_LOOP, true,
+				    LULL_BACKEND_URING_FUTEX,
+				    MECH_URING_FUTEX_FLOOR },
+	[MECH_LULL_URING_EVENTFD] = { "lull-uring-eventfd", STYLE_LULL_LOOP,
+				      true, LULL_BACKEND_URING_EVENTFD,
+				      MECH_URING_EVENTFD_FLOOR },
+	[MECH_LULL_EPOLL] = { "lull-epoll", STYLE_LULL_LOOP, true,
+			      LULL_BACKEND_EPOLL, MECH_EVENTFD_FLOOR },
+	[MECH_LULL_BLOCKING] = { "lull-blocking", STYLE_LULL_WAIT, true,
+				 LULL_BACKEND_BLOCKING, MECH_FUTEX_FLOOR },
+	[MECH_LULL_SPIN_PARK] = { "lull-spin-park", STYLE_LULL_WAIT, true,
+				  LULL_BACKEND_BLOCKING, MECH_FUTEX_FLOOR },
+	[MECH_FUTEX_FLOOR] = { "futex-floor", STYLE_FLOOR, true, 0,
+			       MECH_KINDS },
+	[MECH_EVENTFD_FLOOR] = { "eventfd-floor", STYLE_FLOOR, true, 0,
+				 MECH_KINDS },
+	[MECH_URING_FUTEX_FLOOR] = { "uring-futex-floor", STYLE_FLOOR, true,
+				     LULL_BACKEND_URING_FUTEX, MECH_KINDS },
+	[MECH_URING_EVENTFD_FLOOR] = { "uring-eventfd-floor", STYLE_FLOOR,
+				       true, LULL_BACKEND_URING_EVENTFD,
+				       MECH_KINDS },
+};
 
 static int ring_handler(const struct lull_record *rec, void *ctx)
 {
