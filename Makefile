@@ -189,12 +189,15 @@ URCU_CFLAGS := $(if $(filter liburcu,$(PERF_PEER_PKGS)),-DHAVE_URCU_WFCQ \
 PERF_CFLAGS := $(DPDK_CFLAGS) $(URCU_CFLAGS)
 PERF_LIBS := $(if $(DPDK_CFLAGS),-lrte_ring)
 
-PERF_COMMON_SRC := $(wildcard perf/bench_*.c)
+# Each program's files, named: a stray perf/*.c is never linked in.  The
+# shared helpers (perf/bench_common.c) go into both.
+PERF_COMMON_SRC := perf/bench_common.c
 THROUGHPUT_SRC := perf/throughput.c perf/throughput_options.c \
 	perf/throughput_report.c perf/peers.c perf/peer_lull.c perf/peer_ck.c \
 	perf/peer_pipe.c perf/peer_eventfd.c \
 	$(if $(DPDK_CFLAGS),perf/peer_rte.c) $(if $(URCU_CFLAGS),perf/peer_urcu.c)
-HANDOFF_SRC := $(wildcard perf/handoff*.c)
+HANDOFF_SRC := perf/handoff.c perf/handoff_options.c perf/handoff_report.c \
+	perf/handoff_mechanisms.c perf/handoff_floors.c
 PERF_OBJ = $(patsubst perf/%.c,$(B)/obj/perf/%.o,$(1) $(PERF_COMMON_SRC))
 
 # Rewritten only when the list changes: its date is what make compares.
