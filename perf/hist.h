@@ -11,7 +11,7 @@
  * values land in the top bucket, and count as such in the percentiles, but
  * the maximum and the mean stay exact.
  *
- * Header-only and static, like bench_common.h.  Not thread-safe: one writer,
+ * Header-only and static: only handoff uses it.  Not thread-safe: one writer,
  * or merge per-thread histograms with hist_merge().
  */
 #ifndef LULL_PERF_HIST_H
