@@ -98,9 +98,6 @@ the paragraph, which comes after about twenty seconds of speech."
 # The real-time rounds use as many workers as they run streams at once.
 RT_WORKERS=4
 
-# An idle server must exit this fast after SIGTERM (ASan included).
-IDLE_EXIT_MS=300
-
 # A drain may overrun its deadline by this much: the cut streams' error
 # events still have to be sent, and the process has to exit.
 SLACK_MS=1500
@@ -632,17 +629,14 @@ t_url_too_long() {
 	$CHECK error_json "$T/body"
 }
 
-# t_stop LIMIT_S [SIGNAL]: stop an idle server; it must exit 0 at once.
+# t_stop LIMIT_S [SIGNAL]: stop an idle server; it must exit 0.  With no
+# safety net of lull's, a lost wake-up is no slow exit but none at all:
+# stop_server kills it after LIMIT_S and the check fails on its status.
+# How long it took is shown, not judged (machines under load are slow).
 t_stop() {
 	stop_server "$1" "${2:-TERM}"
 	echo "exit status $STOP_RC after $STOP_MS ms"
-	[ "$STOP_RC" = 0 ] || return 1
-	# Nothing to drain: a slow exit is a lost wake-up that a safety-net
-	# timeout rescued.
-	[ "$STOP_MS" -le "$IDLE_EXIT_MS" ] || {
-		echo "an idle server took over $IDLE_EXIT_MS ms to exit"
-		return 1
-	}
+	[ "$STOP_RC" = 0 ]
 }
 
 t_stderr_clean() { # LOG
