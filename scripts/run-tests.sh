@@ -24,17 +24,22 @@ tsan_records() {
 passed=0
 failed=0
 failures=""
+began=$(date +%s)
 
 run() { # name, command...
 	name=$1
 	shift
 	printf '\n=== %s: %s\n' "$name" "$*"
+	start=$(date +%s)
 	if "$@"; then
 		passed=$((passed + 1))
+		result=ok
 	else
 		failed=$((failed + 1))
 		failures="$failures $name"
+		result=FAILED
 	fi
+	printf '=== %s: %s in %d s\n' "$name" "$result" $(($(date +%s) - start))
 }
 
 # Install into a scratch prefix and build an example against it with
@@ -144,7 +149,7 @@ if [ "$scope" = check ]; then
 	run "fuzz (libFuzzer)" sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 fi
 
-printf '\n'
+printf '\n%s took %d s\n' "$scope" $(($(date +%s) - began))
 [ -n "$failures" ] && echo "failed suites:$failures"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
