@@ -118,7 +118,8 @@ for t in "$B"/test/test_*; do
 	[ -x "$t" ] && run "unit $(basename "$t")" "$t"
 done
 # The io_uring-less fallback must pass the same suites: force it.
-for t in "$B"/test/test_park "$B"/test/test_loop; do
+for t in "$B"/test/test_park_* "$B"/test/test_producer_wait \
+	"$B"/test/test_loop_*; do
 	[ -x "$t" ] && run "unit $(basename "$t") (LULL_BACKEND=epoll)" env \
 		LULL_BACKEND=epoll "$t"
 done

@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_loop_rings.c - the Criterion suite loop: rings on a loop, records
+ * from producer threads in order, the batch limit, detach and attach
+ * again, a handler that detaches its own ring.
+ * Run once per loop backend (LOOP_TEST); the fixture is loop_fix.h.
+ */
+#include "loop_fix.h"
+
+/* --- records from producer threads ----------------------------------- */
+
+#define PT_RECORDS 20000u
+#define PT_MPSC_PRODUCERS 3u
+
+struct pt_shared {
+	struct lull_loop *loop;
+	unsigned delivered;
+	unsigned expected;
+};
+
+struct pt_sink {
+	struct pt_shared *shared;
+	uint32_t ring; /* which ring this handler belongs to */
+	uint32_t next[PT_MPSC_PRODUCERS];
+	unsigned errors;
+	unsigned poisons;
+};
+
+struct pt_producer {
+	pthread_t thread;
+	struct lull_producer *prod;
+	bool mpsc;
+	uint32_t ring;
+	uint32_t id;
+	int ret;
+};
+
+/* The tag of record: ring in the high half, producer in the low. */
+static uint32_t pt_tag(uint32_t ring, uint32_t producer)
+{
+	return ring << 16 | producer;
+}
+
+static int pt_handler(const struct lull_record *record, void *ctx)
+{
+	struct pt_sink *s = ctx;
+	struct rec r = rec_of(record);
+	uint32_t producer = r.tag & 0xffff;
+
+	/* The stop's poison: once, after every record. */
+	if (record->type < 1) {
+		if (!is_poison(record) || s->poisons ||
+		    s->shared->delivered != s->shared->expected)
+			s->errors++;
+		s->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (s->poisons || record->type != 1 || r.tag >> 16 != s->ring ||
+	    producer >= PT_MPSC_PRODUCERS || r.seq != s->next[producer])
+		s->errors++;
+	else
+		s->next[producer]++;
+	if (++s->shared->delivered == s->shared->expected)
+		lull_loop_stop(s->shared->loop);
+	return LULL_READ_CONTINUE;
+}
+
+static void *pt_main(void *arg)
+{
+	struct pt_producer *p = arg;
+
+	for (uint32_t seq = 0; seq < PT_RECORDS && !p->ret; seq++)
+		p->ret = write_rec(p->prod, p->mpsc, pt_tag(p->ring, p->id),
+				   seq);
+	return NULL;
+}
+
+LOOP_TEST(records_from_producer_threads_reach_their_handler_in_order,
+	  .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct pt_producer producers[1 + PT_MPSC_PRODUCERS];
+	struct pt_sink spsc_sink = { .ring = 1 }, mpsc_sink = { .ring = 2 };
+	struct lull_ring *spsc, *mpsc;
+	struct pt_shared shared;
+	struct lull_loop *loop;
+
+	loop = loop_new(backend, 0);
+	shared.loop = loop;
+	shared.delivered = 0;
+	shared.expected = PT_RECORDS * (1 + PT_MPSC_PRODUCERS);
+	spsc_sink.shared = &shared;
+	mpsc_sink.shared = &shared;
+	spsc = ring_new(LULL_RING_SPSC, 4096);
+	mpsc = ring_new(LULL_RING_MPSC, 4096);
+	check_eq(lull_loop_attach(loop, spsc, pt_handler, &spsc_sink, 0), 0);
+	check_eq(lull_loop_attach(loop, mpsc, pt_handler, &mpsc_sink, 16), 0);
+
+	memset(producers, 0, sizeof(producers));
+	for (unsigned i = 0; i < ARRAY_SIZE(producers); i++) {
+		struct pt_producer *p = &producers[i];
+
+		p->mpsc = i > 0;
+		p->ring = p->mpsc ? 2 : 1;
+		p->id = p->mpsc ? i - 1 : 0;
+		p->prod = producer_new(p->mpsc ? mpsc : spsc);
+		check_eq(pthread_create(&p->thread, NULL, pt_main, p), 0);
+	}
+	run_loop(loop);
+	for (unsigned i = 0; i < ARRAY_SIZE(producers); i++) {
+		join_within(producers[i].thread, 5000,
+			    "a producer thread");
+		check_eq(producers[i].ret, 0);
+		check_eq(lull_producer_detach(producers[i].prod), 0);
+	}
+	check_eq(shared.delivered, shared.expected);
+	check_eq(spsc_sink.errors, 0);
+	check_eq(mpsc_sink.errors, 0);
+	check_eq(spsc_sink.poisons, 1);
+	check_eq(mpsc_sink.poisons, 1);
+	check_eq(spsc_sink.next[0], PT_RECORDS);
+	for (unsigned i = 0; i < PT_MPSC_PRODUCERS; i++)
+		check_eq(mpsc_sink.next[i], PT_RECORDS);
+	/* Every record handed to a handler counts, the poisons too. */
+	check_eq(loop_stats(loop).records, shared.expected + 2);
+	check_ring_ended(loop, spsc, NULL, false);
+	check_ring_ended(loop, mpsc, NULL, true);
+	loop_free(loop);
+	check_eq(lull_ring_destroy(spsc), 0);
+	check_eq(lull_ring_destroy(mpsc), 0);
+}
+
+/* --- the batch limit --------------------------------------------------- */
+
+#define BATCH_A 20u /* records in ring A, batch 4 */
+#define BATCH_B 10u /* records in ring B, batch 1: one per pass */
+
+struct batch_log {
+	struct lull_loop *loop;
+	char order[BATCH_A + BATCH_B + 1]; /* 'A' or 'B', in handler order */
+	unsigned n; /* records, not counting the poisons */
+};
+
+struct batch_sink {
+	struct seq_sink seq;
+	struct batch_log *log;
+	char name;
+};
+
+static int batch_handler(const struct lull_record *record, void *ctx)
+{
+	struct batch_sink *s = ctx;
+	struct batch_log *log = s->log;
+
+	if (record->type < 1) /* the stop's poison, after every record */
+		return seq_handler(record, &s->seq);
+	if (log->n < BATCH_A + BATCH_B)
+		log->order[log->n] = s->name;
+	log->n++;
+	seq_handler(record, &s->seq);
+	if (log->n == BATCH_A + BATCH_B)
+		lull_loop_stop(log->loop);
+	return LULL_READ_CONTINUE;
+}
+
+LOOP_TEST(handler_gets_at_most_batch_records_per_pass, .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct batch_sink sa = { .name = 'A' }, sb = { .name = 'B' };
+	struct lull_producer *pa, *pb;
+	struct lull_ring *a, *b;
+	struct batch_log log;
+	unsigned run_len = 0, longest = 0;
+
+	memset(&log, 0, sizeof(log));
+	log.loop = loop_new(backend, 0);
+	sa.log = &log;
+	sb.log = &log;
+	sa.seq.tag = 0;
+	sb.seq.tag = 1;
+	a = ring_new(LULL_RING_SPSC, 4096);
+	b = ring_new(LULL_RING_SPSC, 4096);
+	pa = producer_new(a);
+	pb = producer_new(b);
+	for (uint32_t i = 0; i < BATCH_A; i++)
+		check_eq(write_rec(pa, false, 0, i), 0);
+	for (uint32_t i = 0; i < BATCH_B; i++)
+		check_eq(write_rec(pb, false, 1, i), 0);
+	check_eq(lull_loop_attach(log.loop, a, batch_handler, &sa, 4), 0);
+	check_eq(lull_loop_attach(log.loop, b, batch_handler, &sb, 1), 0);
+	run_loop(log.loop);
+
+	check_eq(log.n, BATCH_A + BATCH_B);
+	check_eq(sa.seq.errors, 0);
+	check_eq(sb.seq.errors, 0);
+	check_eq(sa.seq.poisons, 1);
+	check_eq(sb.seq.poisons, 1);
+	check_ring_ended(log.loop, a, pa, false);
+	check_ring_ended(log.loop, b, pb, false);
+	/*
+	 * Ring B gives one record per pass, so the A records between two B
+	 * records are one pass's worth: at most 4.
+	 */
+	for (unsigned i = 0; i < log.n; i++) {
+		if (log.order[i] == 'A') {
+			run_len++;
+			continue;
+		}
+		check(run_len <= 4, "%u records of ring A in one pass: %s",
+		      run_len, log.order);
+		longest = run_len > longest ? run_len : longest;
+		run_len = 0;
+	}
+	check(longest >= 1, "ring A never shared a pass with ring B: %s",
+	      log.order);
+	check_eq(lull_producer_detach(pa), 0);
+	check_eq(lull_producer_detach(pb), 0);
+	loop_free(log.loop);
+	check_eq(lull_ring_destroy(a), 0);
+	check_eq(lull_ring_destroy(b), 0);
+}
+
+/* --- detach and attach again ------------------------------------------ */
+
+/*
+ * Run @loop until it has parked on @ring (uring-futex: with the ring's
+ * futex wait in flight), then take the ring off the loop and stop it.  A
+ * stop shuts down the rings attached at the time, so the ring is detached
+ * first, on the loop's thread: a helper writes a pipe once the loop
+ * sleeps, and the read's callback detaches the ring, then stops the loop,
+ * which has no ring left to end and returns.
+ */
+struct park_detach {
+	struct lull_ring *ring;
+	int fds[2];
+	char byte;
+	int res;
+	int detach_ret;
+	unsigned calls;
+};
+
+static void park_detach_cqe(struct lull_loop *loop, int res, uint32_t flags,
+			    void *ctx)
+{
+	struct park_detach *pd = ctx;
+
+	(void)flags;
+	pd->calls++;
+	pd->res = res;
+	pd->detach_ret = lull_loop_detach(loop, pd->ring);
+	lull_loop_stop(loop);
+}
+
+static void pipe_write_action(struct helper *h)
+{
+	struct park_detach *pd = h->ctx;
+
+	/* Checked by the callback: it sees the byte or never runs. */
+	if (write(pd->fds[1], "x", 1) != 1)
+		pd->res = -errno;
+}
+
+static void run_and_detach_when_parked(struct lull_loop *loop,
+				       struct lull_ring *ring)
+{
+	struct park_detach pd = { .ring = ring, .detach_ret = 1 };
+	struct io_uring_sqe *sqe;
+	struct helper h;
+
+	check_eq(pipe2(pd.fds, O_CLOEXEC), 0);
+	sqe = get_sqe(loop, park_detach_cqe, &pd);
+	io_uring_prep_read(sqe, pd.fds[0], &pd.byte, 1, (uint64_t)-1);
+	helper_start(&h, loop, pipe_write_action, &pd);
+	run_loop(loop);
+	helper_join(&h);
+	check_eq(pd.calls, 1);
+	check_eq(pd.res, 1);
+	check_eq(pd.detach_ret, 0);
+	check_eq(lull_loop_detach(loop, ring), -ENOENT);
+	close(pd.fds[0]);
+	close(pd.fds[1]);
+}
+
+LOOP_TEST(detach_leaves_records_in_the_ring_and_reattach_delivers_them,
+	  .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct lull_loop *loop = loop_new(backend, 0);
+	struct lull_ring *ring = ring_new(LULL_RING_SPSC, 4096);
+	struct lull_producer *prod = producer_new(ring);
+	struct seq_sink sink = { .loop = loop, .tag = 7 };
+
+	/*
+	 * Delivered, then parked (uring-futex: a wait in flight), detached,
+	 * stopped: a ring detached before the stop stays open.
+	 */
+	check_eq(write_rec(prod, false, 7, 0), 0);
+	check_eq(lull_loop_attach(loop, ring, seq_handler, &sink, 0), 0);
+	run_and_detach_when_parked(loop, ring);
+	check_eq(sink.next, 1);
+	check_eq(sink.poisons, 0);
+
+	for (uint32_t i = 1; i <= 5; i++)
+		check_eq(write_rec(prod, false, 7, i), 0);
+	/* Still there, and the consumer reads them itself. */
+	sink.stop_at = 0;
+	check_eq(lull_ring_wait(ring, 0), 0);
+	check_eq(lull_ring_read(ring, seq_handler, &sink, 2), 2);
+	check_eq(sink.next, 3);
+
+	/*
+	 * Attached again, the loop delivers the rest; the stop at the last
+	 * one shuts the ring down: the poison follows, and the loop detaches
+	 * the ring.
+	 */
+	sink.stop_at = 6;
+	check_eq(lull_loop_attach(loop, ring, seq_handler, &sink, 0), 0);
+	run_loop(loop);
+	check_eq(sink.next, 6);
+	check_eq(sink.errors, 0);
+	check_eq(sink.poisons, 1);
+	check_eq(loop_stats(loop).records, 1 + 3 + 1);
+	check_ring_ended(loop, ring, prod, false);
+
+	check_eq(lull_producer_detach(prod), 0);
+	loop_free(loop);
+	check_eq(lull_ring_destroy(ring), 0);
+}
+
+LOOP_TEST(destroy_after_detaching_a_parked_ring_frees_everything,
+	  .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct lull_loop *loop = loop_new(backend, 60 * SEC);
+	struct lull_ring *ring = ring_new(LULL_RING_SPSC, 4096);
+	struct lull_producer *prod = producer_new(ring);
+	struct seq_sink sink = { .tag = 5 };
+	struct lull_ring_stats st;
+
+	check_eq(lull_loop_attach(loop, ring, seq_handler, &sink, 0), 0);
+	run_and_detach_when_parked(loop, ring);
+	/* Destroyed without running again (LeakSanitizer checks the rest). */
+	loop_free(loop);
+
+	/* The ring is nobody's parked consumer: a write wakes no one. */
+	check_eq(write_rec(prod, false, 5, 0), 0);
+	check_eq(lull_ring_stats(ring, &st), 0);
+	check_eq(st.wakes, 0);
+	check_eq(lull_ring_wait(ring, 0), 0);
+	check_eq(lull_ring_read(ring, seq_handler, &sink, 4), 1);
+	check_eq(sink.errors, 0);
+	check_eq(sink.poisons, 0);
+	/* Its producer's detach ends it. */
+	check_eq(lull_producer_detach(prod), 0);
+	check_eq(lull_ring_read(ring, seq_handler, &sink, 4), 1);
+	check_eq(sink.poisons, 1);
+	check_eq(sink.errors, 0);
+	check_eq(lull_ring_read(ring, seq_handler, &sink, 4), -EPIPE);
+	check_eq(lull_ring_destroy(ring), 0);
+}
+
+struct self_detach {
+	struct lull_loop *loop;
+	struct lull_ring *ring;
+	struct seq_sink sink;
+	int detach_ret;
+	unsigned calls;
+};
+
+static int detach_self_handler(const struct lull_record *record, void *ctx)
+{
+	struct self_detach *d = ctx;
+
+	d->calls++;
+	seq_handler(record, &d->sink);
+	d->detach_ret = lull_loop_detach(d->loop, d->ring);
+	lull_loop_stop(d->loop);
+	return LULL_READ_STOP;
+}
+
+LOOP_TEST(handler_can_detach_its_own_ring, .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct self_detach d = { .detach_ret = 1 };
+	struct lull_producer *prod;
+
+	d.loop = loop_new(backend, 0);
+	d.ring = ring_new(LULL_RING_SPSC, 4096);
+	d.sink.tag = 3;
+	prod = producer_new(d.ring);
+	for (uint32_t i = 0; i < 10; i++)
+		check_eq(write_rec(prod, false, 3, i), 0);
+	check_eq(lull_loop_attach(d.loop, d.ring, detach_self_handler, &d, 0),
+		 0);
+	run_loop(d.loop);
+	check_eq(d.calls, 1);
+	check_eq(d.detach_ret, 0);
+	check_eq(lull_loop_detach(d.loop, d.ring), -ENOENT);
+	/*
+	 * The other nine stayed in the ring, which the stop did not shut
+	 * down: detached before it, it was not the loop's any more.
+	 */
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), 9);
+	check_eq(d.sink.next, 10);
+	check_eq(d.sink.errors, 0);
+	check_eq(d.sink.poisons, 0);
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), -EAGAIN);
+	check_eq(write_rec(prod, false, 3, 10), 0);
+	check_eq(lull_producer_detach(prod), 0);
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), 1);
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), 1);
+	check_eq(d.sink.poisons, 1);
+	check_eq(d.sink.errors, 0);
+	check_eq(lull_ring_read(d.ring, seq_handler, &d.sink, 64), -EPIPE);
+	loop_free(d.loop);
+	check_eq(lull_ring_destroy(d.ring), 0);
+}
+
