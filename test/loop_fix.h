@@ -394,7 +394,7 @@ static void join_within(pthread_t thread, unsigned ms, const char *what)
 
 static void helper_join(struct helper *h)
 {
-	join_within(h->thread, 5000, "the helper thread");
+	join_within(h->thread, 8000, "the helper thread");
 	check(h->slept, "the loop's thread never went to sleep");
 }
 

@@ -88,7 +88,7 @@ LOOP_TEST(idle_loop_sleeps_in_one_park_without_waking, .timeout = 10)
 	check_eq(write_rec(d.prod, false, 0, 0), 0);
 	check_eq(pthread_create(&producer, NULL, idle_producer, &d), 0);
 	run_loop(d.loop);
-	join_within(producer, 5000, "a producer thread");
+	join_within(producer, 8000, "a producer thread");
 	check(d.slept, "the loop's thread never went to sleep");
 	check_eq(d.write_ret, 0);
 	check_eq(atomic_load(&d.seen), 3);

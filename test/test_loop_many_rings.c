@@ -128,6 +128,19 @@ static uint64_t many_wakes(struct many *m, uint32_t from)
 	return wakes;
 }
 
+/* The idle re-checks (safety-net expiries with nothing to read) of all. */
+static uint64_t many_idle(struct many *m)
+{
+	struct lull_ring_stats st;
+	uint64_t idle = 0;
+
+	for (uint32_t i = 0; i < MANY_RINGS; i++) {
+		lull_ring_stats(m->rings[i], &st);
+		idle += st.idle_timeouts;
+	}
+	return idle;
+}
+
 static bool many_write(struct many *m, uint32_t i)
 {
 	m->write_ret = write_rec(m->prods[i], false, i, m->written[i]);
@@ -187,7 +200,7 @@ LOOP_TEST(thousand_rings_each_record_reaches_its_own_handler, .timeout = 10)
 	m->expected = MANY_RECORDS;
 	check_eq(pthread_create(&producer, NULL, many_one_at_a_time, m), 0);
 	run_loop(m->loop);
-	join_within(producer, 5000, "a producer thread");
+	join_within(producer, 8000, "a producer thread");
 	check(!m->never_slept, "the loop never parked between records");
 	check_eq(m->write_ret, 0);
 	check_eq(atomic_load(&m->delivered), MANY_RECORDS);
@@ -202,7 +215,15 @@ LOOP_TEST(thousand_rings_each_record_reaches_its_own_handler, .timeout = 10)
 	wakes = many_wakes(m, 0);
 	check_eq(st.records, MANY_RECORDS + MANY_RINGS); /* and the poisons */
 	check_op(st.parks, >=, MANY_RECORDS);
-	check_eq(st.safety_timeouts, 0);
+	/*
+	 * The loop counts every park its 200 ms net ended, idle ones too: a
+	 * producer thread starved that long on a loaded machine ends a park
+	 * that way, and the loop-wide count is then not 0 (it failed so in
+	 * about 1 of 10 runs beside another suite).  Lost wake-ups are the
+	 * rings' counters, all 0 above; each net expiry of the loop is an
+	 * idle re-check of the rings that had nothing.
+	 */
+	check_op(many_idle(m), >=, st.safety_timeouts);
 	check_op(wakes, <=, st.parks + st.park_cancels);
 	check_eq(wakes, MANY_RECORDS);
 	many_free(m);
@@ -240,7 +261,7 @@ LOOP_TEST(thousand_rings_producer_to_a_busy_loop_makes_no_wake_call,
 	m->expected = 1 + MANY_BUSY_RECORDS;
 	check_eq(pthread_create(&producer, NULL, many_while_busy, m), 0);
 	run_loop(m->loop);
-	join_within(producer, 5000, "a producer thread");
+	join_within(producer, 8000, "a producer thread");
 	check(!m->never_slept, "the loop never parked");
 	check_eq(m->write_ret, 0);
 	check_eq(atomic_load(&m->delivered), 1 + MANY_BUSY_RECORDS);
@@ -353,7 +374,7 @@ LOOP_TEST(coalesce_window_takes_a_stream_without_wake_calls, .timeout = 10)
 	check_eq(lull_loop_attach(c.loop, c.ring, coalesce_handler, &c, 0), 0);
 	check_eq(pthread_create(&producer, NULL, coalesce_producer, &c), 0);
 	run_loop(c.loop);
-	join_within(producer, 5000, "a producer thread");
+	join_within(producer, 8000, "a producer thread");
 	check(!c.timed_out, "the producer waited 5 s for the loop (seen %u)",
 	      (unsigned)atomic_load(&c.seen));
 	check_eq(c.stats_ret, 0);

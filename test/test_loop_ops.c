@@ -332,7 +332,7 @@ LOOP_TEST(accept_waits_for_a_connection_without_blocking_the_loop,
 	get_sqe(loop, accept_wait_connect, &a);
 	check_eq(pthread_create(&a.thread, NULL, accept_wait_rescue, &a), 0);
 	run_loop(loop);
-	join_within(a.thread, 5000, "the rescuing thread");
+	join_within(a.thread, 8000, "the rescuing thread");
 	check(!a.rescued,
 	      "the loop's thread blocked in ACCEPT: nothing else ran until "
 	      "a connection came");

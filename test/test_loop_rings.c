@@ -108,7 +108,7 @@ LOOP_TEST(records_from_producer_threads_reach_their_handler_in_order,
 	}
 	run_loop(loop);
 	for (unsigned i = 0; i < ARRAY_SIZE(producers); i++) {
-		join_within(producers[i].thread, 5000,
+		join_within(producers[i].thread, 8000,
 			    "a producer thread");
 		check_eq(producers[i].ret, 0);
 		check_eq(lull_producer_detach(producers[i].prod), 0);
