@@ -292,6 +292,7 @@ struct coalesce {
 	int stats_ret;  /* lull_ring_stats() in the producer thread */
 	bool timed_out; /* a wait in the producer thread gave up */
 	uint64_t wakes_before, wakes_after;
+	pid_t loop_tid;
 };
 
 static int coalesce_handler(const struct lull_record *record, void *ctx)
@@ -342,6 +343,18 @@ static void *coalesce_producer(void *arg)
 	c->timed_out = !c->write_ret && !coalesce_wait_seen(c, 1);
 	if (c->write_ret || c->timed_out)
 		goto out;
+	/*
+	 * Write the stream only once the loop sleeps in its window (asleep
+	 * in the backend's wait with no park announced): a slow loop (a
+	 * sanitizer build under load) could otherwise take records 2.. in
+	 * the passes right after record 1, before any window began.
+	 */
+	c->timed_out = !wait_sleeping(c->loop_tid);
+	if (!c->timed_out &&
+	    ring_park_word(c->ring) != RING_PARK_AWAKE)
+		c->timed_out = true; /* parked, not coalescing */
+	if (c->timed_out)
+		goto out;
 	c->stats_ret = lull_ring_stats(c->ring, &st);
 	c->wakes_before = st.wakes;
 	for (uint32_t seq = 2; seq <= COALESCE_RECORDS && !c->write_ret; seq++)
@@ -372,6 +385,7 @@ LOOP_TEST(coalesce_window_takes_a_stream_without_wake_calls, .timeout = 10)
 	c.ring = ring_new(LULL_RING_SPSC, 4096);
 	c.prod = producer_new(c.ring);
 	check_eq(lull_loop_attach(c.loop, c.ring, coalesce_handler, &c, 0), 0);
+	c.loop_tid = thread_id();
 	check_eq(pthread_create(&producer, NULL, coalesce_producer, &c), 0);
 	run_loop(c.loop);
 	join_within(producer, 8000, "a producer thread");
