@@ -208,10 +208,15 @@ static bool uring_ring_detached(struct lull_loop *loop, struct loop_ring *lr)
 	lr->ring = NULL;
 	lr->next_detached = u->detached;
 	u->detached = lr;
-	sqe = io_uring_get_sqe(&u->uring);
+	sqe = uring_get_sqe(u);
 	if (sqe) {
 		io_uring_prep_cancel64(sqe, loop_tag(lr, TAG_RING), 0);
 		io_uring_sqe_set_data64(sqe, loop_tag(NULL, TAG_IGNORE));
+		/* Now, not at the next park: the ring may be parked on
+		 * elsewhere at once (lull__wake_region wakes every waiter
+		 * of the word, so a late cancel costs no wake-up). */
+		if (u->enabled)
+			io_uring_submit(&u->uring);
 	}
 	/* Without an SQE the wait ends with the loop's io_uring. */
 	return true;
@@ -299,19 +304,21 @@ static bool uring_reap(struct lull_loop *loop)
 }
 
 /* Keep one read of @fd in flight into @buf, tagged @tag. */
-static void uring_arm_read(struct loop_uring *u, bool *armed, int fd,
+/* Returns false when no SQE could be had: the read is not in flight. */
+static bool uring_arm_read(struct loop_uring *u, bool *armed, int fd,
 			   void *buf, unsigned len, enum loop_tag tag)
 {
 	struct io_uring_sqe *sqe;
 
 	if (*armed || fd < 0)
-		return;
+		return true;
 	sqe = uring_get_sqe(u);
 	if (!sqe)
-		return;
+		return false;
 	io_uring_prep_read(sqe, fd, buf, len, 0);
 	io_uring_sqe_set_data64(sqe, loop_tag(NULL, tag));
 	*armed = true;
+	return true;
 }
 
 /*
@@ -374,10 +381,17 @@ static int uring_sleep(struct lull_loop *loop, uint64_t timeout_ns,
 	bool timed_out;
 	int ret;
 
-	uring_arm_read(u, &u->kick_armed, loop->kick_fd, &u->kick_buf,
-		       sizeof(u->kick_buf), TAG_KICK);
-	uring_arm_read(u, &u->sig_armed, loop->sigfd, &u->sigbuf,
-		       sizeof(u->sigbuf), TAG_SIGNAL);
+	/*
+	 * The kick read carries lull_loop_stop() (and, on uring-eventfd,
+	 * every ring's wake-up): without it in flight the loop must not
+	 * sleep; it submits, reaps, and tries again on the next pass.
+	 */
+	if (!uring_arm_read(u, &u->kick_armed, loop->kick_fd, &u->kick_buf,
+			    sizeof(u->kick_buf), TAG_KICK))
+		wait_nr = 0;
+	if (!uring_arm_read(u, &u->sig_armed, loop->sigfd, &u->sigbuf,
+			    sizeof(u->sigbuf), TAG_SIGNAL))
+		wait_nr = 0;
 	ret = lull__uring_submit_wait(&u->uring, wait_nr, tsp, u->no_iowait);
 	/*
 	 * An enter that also submitted returns the count submitted, not
