@@ -155,8 +155,13 @@ LULL_EXPORT int lull_uring_park_drain(struct lull_ring *ring,
 		 */
 		if (ret == -EPIPE)
 			return ret;
+		/*
+		 * Any other error, even after records were delivered: nothing
+		 * is armed now, so a count would leave the caller waiting for
+		 * a CQE that never comes.
+		 */
 		if (ret != -EAGAIN)
-			return total ? total : ret;
+			return ret;
 		if (ring->uring_pending || ring->uring_cancelled ||
 		    !ring->uring_armed_once)
 			return total;
@@ -164,7 +169,7 @@ LULL_EXPORT int lull_uring_park_drain(struct lull_ring *ring,
 		if (ret == 0)
 			return total;
 		if (ret < 0)
-			return total ? total : ret;
+			return ret;
 		/* 1: a record arrived during the handshake; read it. */
 	}
 }

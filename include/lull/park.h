@@ -30,6 +30,14 @@
  * environment variable LULL_BACKEND (uring-futex, uring-eventfd, blocking,
  * epoll) forces one.
  *
+ * Processes: the futex backends (URING_FUTEX, BLOCKING) wake a consumer
+ * from any process that maps the region (lull's futexes are shared).  An
+ * eventfd belongs to the consumer's process: a producer, a detach or a
+ * shutdown in another process cannot wake a consumer parked on
+ * URING_EVENTFD or EPOLL (nor a loop on those), which then sleeps until
+ * its own process wakes it.  A region that other processes write to must
+ * be parked on through a futex backend.
+ *
  * Which calls may run concurrently (same ring): lull_ring_wait(),
  * lull_ring_park_config() and the lull_uring_park_*() calls belong to the
  * consumer's thread, like lull_ring_read(); lull_producer_wait() belongs
@@ -225,8 +233,9 @@ int lull_producer_wait(struct lull_producer *prod, size_t len,
  *   came before it (every one of them went to @fn: stop waiting for this
  *   park; only CQEs of it still in flight remain to pass to
  *   lull_uring_park_cqe()), or another negative error from reading or
- *   arming (when records were read before it, their count: the error
- *   comes again on the next call).
+ *   arming: then nothing is armed (records may have reached @fn before
+ *   it), and the caller arms again with lull_uring_park_arm() once the
+ *   cause is gone (-EBUSY: free SQEs).
  *
  * lull_uring_park_cancel: queue a cancel of an armed park (its CQEs still
  *   arrive and must go through lull_uring_park_cqe before the ring handle
