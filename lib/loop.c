@@ -47,6 +47,12 @@ LULL_EXPORT int lull_loop_create(struct lull_loop **loopp,
 	be = lull__loop_backend(backend);
 	if (!be)
 		return -EINVAL;
+	/*
+	 * A window is a sleep with no park announced: one with no end would
+	 * leave committed records unseen until some other event.
+	 */
+	if (cfg->coalesce_ns >= LULL_NS_FOREVER)
+		return -EINVAL;
 
 	loop = calloc(1, sizeof(*loop));
 	if (!loop)
@@ -301,7 +307,10 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 			break;
 		loop->stats.iterations++;
 		busy = be->reap(loop);
-		busy |= lull__loop_drain(loop);
+		ret = lull__loop_drain(loop);
+		if (ret < 0)
+			break;
+		busy |= ret > 0;
 		/* Do not starve I/O while rings keep us busy. */
 		ret = be->poll(loop, busy);
 		if (ret < 0)

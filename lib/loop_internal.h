@@ -258,10 +258,11 @@ void lull__loop_signal(struct lull_loop *loop, int signo);
 /* --- loop_rings.c ------------------------------------------------------ */
 
 /*
- * One batch from every ring.  Returns true when some ring may hold more,
- * so the loop should not park yet.
+ * One batch from every ring.  Returns 1 when some ring may hold more, so
+ * the loop should not park yet, 0 when none does, or a ring's read error
+ * (-EPROTO: its region is corrupt), which ends the run.
  */
-bool lull__loop_drain(struct lull_loop *loop);
+int lull__loop_drain(struct lull_loop *loop);
 /* Shut every attached ring down, @how (LULL_SHUTDOWN_*). */
 void lull__loop_rings_shutdown(struct lull_loop *loop, unsigned how);
 /* Let go of every ring (lull_loop_destroy()). */

@@ -97,7 +97,7 @@ LULL_EXPORT int lull_loop_detach(struct lull_loop *loop,
  * A ring whose handler consumed the poison record is detached: there is
  * nothing more to read from it, and its owner may destroy it.
  */
-bool lull__loop_drain(struct lull_loop *loop)
+int lull__loop_drain(struct lull_loop *loop)
 {
 	bool more = false;
 	unsigned i = 0;
@@ -123,6 +123,13 @@ bool lull__loop_drain(struct lull_loop *loop)
 			more = true;
 			if (lull_loop_detach(loop, ring) == 0)
 				continue;
+		} else if (n != -EAGAIN) {
+			/*
+			 * A corrupt region (-EPROTO) stays readable to the
+			 * park's re-check: going on would spin at full CPU
+			 * without a word.  Report it instead.
+			 */
+			return n;
 		}
 		i++;
 	}

@@ -26,7 +26,8 @@
  * the loop's thread: the one that calls lull_loop_run(), or any single
  * thread before the first run.  On io_uring (Linux 6.1+) the first run
  * binds the loop to its thread: lull_loop_run() from another thread later
- * fails with -EEXIST.  Callbacks run on the loop's thread and may
+ * fails with -EEXIST when it first parks (before that it may already have
+ * run handlers: run a loop on one thread only).  Callbacks run on the loop's thread and may
  * call any lull_loop_* function.
  *
  * The io_uring is created with IORING_SETUP_SINGLE_ISSUER and
@@ -70,10 +71,11 @@ struct lull_loop_config {
 	 * After a pass that handled records, sleep up to this long before
 	 * parking, without announcing a park: producers that commit meanwhile
 	 * make no wake-up call, and their records come in one batch when the
-	 * window ends (or sooner, with any completion, timer, signal or stop).  Trades
-	 * up to this much latency for fewer wake-ups under a steady stream,
-	 * as a poll loop does, while an idle loop still parks after one empty
-	 * window.  0: off, park at once (the default).
+	 * window ends (or sooner, with any completion, timer, signal or
+	 * stop).  Trades up to this much latency for fewer wake-ups under a
+	 * steady stream, as a poll loop does, while an idle loop still parks
+	 * after one empty window.  0: off, park at once (the default);
+	 * INT64_MAX or more: -EINVAL from lull_loop_create().
 	 */
 	uint64_t coalesce_ns;
 };
@@ -202,7 +204,9 @@ int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
  * not re-arm on -ECANCELED.  Timers stay armed for a later run.  A stop
  * requested before the call counts.  Returns 0 when stopped, -EINVAL,
  * -EBUSY (already running), -EEXIST (io_uring: another thread ran this
- * loop first), -ENOMEM (epoll: a cancel could not be queued,
+ * loop first, reported when it parks), -EPROTO (an attached ring's region
+ * is corrupt), the error of membarrier(2) should the park barrier fail,
+ * -ENOMEM (epoll: a cancel could not be queued,
  * so SQEs may still be in flight), or an unrecoverable io_uring or epoll
  * error.
  */
