@@ -41,8 +41,9 @@ LULL_EXPORT int lull_backend_parse(const char *name)
 
 /*
  * The probe result: 0 not probed yet, else 1 + (0 or -errno) for io_uring
- * and for the futex opcode.  Racing probes compute the same answer, so
- * relaxed stores of it are enough.  Only lasting answers are kept: a
+ * and for the futex opcode.  Racing probes compute the same answer;
+ * uring_state is stored last, with release, so whoever reads it set also
+ * sees futex_op_state.  Only lasting answers are kept: a
  * process out of descriptors or memory for a moment (-EMFILE, -ENOMEM)
  * must not lose io_uring for good, so such a probe is tried again.
  */
@@ -86,7 +87,9 @@ static int probe(void)
 		return ret;
 	atomic_store_explicit(&futex_op_state, 1 + futex_ret,
 			      memory_order_relaxed);
-	atomic_store_explicit(&uring_state, 1 + ret, memory_order_relaxed);
+	/* Release, last: pairs with the acquire load in
+	 * lull_backend_supported(), which then sees futex_op_state too. */
+	atomic_store_explicit(&uring_state, 1 + ret, memory_order_release);
 	return ret;
 }
 
@@ -104,13 +107,14 @@ LULL_EXPORT int lull_backend_supported(enum lull_backend backend)
 	default:
 		return -EINVAL;
 	}
-	state = atomic_load_explicit(&uring_state, memory_order_relaxed);
+	/* Acquire: pairs with the release store at the end of probe(). */
+	state = atomic_load_explicit(&uring_state, memory_order_acquire);
 	if (state == 0) {
 		ret = probe();
 		if (!probe_answer_lasts(ret))
 			return ret; /* not kept: asked again next time */
 		state = atomic_load_explicit(&uring_state,
-					     memory_order_relaxed);
+					     memory_order_acquire);
 	}
 	if (backend == LULL_BACKEND_URING_FUTEX)
 		state = atomic_load_explicit(&futex_op_state,
