@@ -31,6 +31,14 @@ LOOP_TEST(create_and_every_call_reject_bad_arguments, .timeout = 10)
 	cfg.backend = (enum lull_backend)99;
 	check_eq(lull_loop_create(&loop, &cfg), -EINVAL);
 	check(loop == NULL, "a failed create set the loop");
+	/* A coalescing window with no end would never announce a park. */
+	cfg.backend = backend;
+	cfg.coalesce_ns = UINT64_MAX;
+	check_eq(lull_loop_create(&loop, &cfg), -EINVAL);
+	cfg.coalesce_ns = INT64_MAX;
+	check_eq(lull_loop_create(&loop, &cfg), -EINVAL);
+	check(loop == NULL, "a failed create set the loop");
+	cfg.coalesce_ns = 0;
 
 	check_eq(lull_loop_destroy(NULL), -EINVAL);
 	check_eq(lull_loop_backend(NULL), -EINVAL);
@@ -302,3 +310,40 @@ LOOP_TEST(attach_is_ebusy_while_the_ring_is_parked_on_a_callers_uring,
 	io_uring_queue_exit(&uring);
 }
 
+
+static int count_handled(const struct lull_record *rec, void *ctx)
+{
+	(void)rec;
+	(*(unsigned *)ctx)++;
+	return LULL_READ_CONTINUE;
+}
+
+/*
+ * A region whose next record header is corrupt (a length no writer makes)
+ * stays readable to the park's re-check while its reads fail: the run
+ * ends with -EPROTO instead of spinning without a word.
+ */
+LOOP_TEST(a_corrupt_ring_ends_the_run_with_eproto, .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	const size_t capacity = 4096;
+	size_t size = (size_t)lull_ring_region_size(capacity);
+	struct lull_loop *loop = loop_new(backend, 0);
+	struct lull_ring *ring;
+	unsigned handled = 0;
+	int32_t bogus = 3; /* shorter than a record header */
+	void *mem;
+
+	check_eq(posix_memalign(&mem, 4096, size), 0);
+	check_eq(lull_ring_create_in(&ring, mem, size, capacity,
+				     LULL_RING_MPSC), 0);
+	/* The first record's length, at the start of the data area. */
+	memcpy((char *)mem + size - capacity, &bogus, sizeof(bogus));
+	check_eq(lull_loop_attach(loop, ring, count_handled, &handled, 0), 0);
+	check_eq(lull_loop_run(loop), -EPROTO);
+	check_eq(handled, 0);
+	check_eq(lull_loop_detach(loop, ring), 0);
+	check_eq(lull_ring_destroy(ring), 0);
+	loop_free(loop);
+	free(mem);
+}
