@@ -52,6 +52,7 @@
 
 #include "lib/threads.h"
 #include "lib/topo.h"
+#include "topo_test.h"
 
 /* ------------------------------------------------------------------------
  * The model of one ring
@@ -701,23 +702,6 @@ static struct lull_ring *region_open(struct region *r, unsigned flags)
 	return ring;
 }
 
-
-/*
- * One check, two tests: TOPO_TEST(name, seconds) { body } runs body with
- * `const struct topo *t` set to each topology, as Test(spsc, name) and
- * Test(mpsc, name).
- */
-#define TOPO_TEST(name, secs)                                                \
-	static void name##_both(const struct topo *t);                       \
-	Test(spsc, name, .timeout = secs)                                    \
-	{                                                                    \
-		name##_both(&topo_spsc);                                     \
-	}                                                                    \
-	Test(mpsc, name, .timeout = secs)                                    \
-	{                                                                    \
-		name##_both(&topo_mpsc);                                     \
-	}                                                                    \
-	static void name##_both(const struct topo *t)
 
 #pragma GCC diagnostic pop
 

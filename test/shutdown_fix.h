@@ -48,6 +48,7 @@
 #define LULL_TEST_SHUTDOWN_FIX_H
 
 #include "shutdown_sink.h"
+#include "topo_test.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -835,23 +836,6 @@ static void after_poison_everything_is_epipe(struct lull_ring *ring)
 	cr_assert_eq(lull_ring_release(ring), -EINVAL);
 }
 
-
-/*
- * One check, two tests: TOPO_TEST(name, seconds) { body } runs body with
- * `const struct topo *t` set to each topology, as Test(spsc, name) and
- * Test(mpsc, name).
- */
-#define TOPO_TEST(name, secs)                                                \
-	static void name##_both(const struct topo *t);                       \
-	Test(spsc, name, .timeout = secs)                                    \
-	{                                                                    \
-		name##_both(&topo_spsc);                                     \
-	}                                                                    \
-	Test(mpsc, name, .timeout = secs)                                    \
-	{                                                                    \
-		name##_both(&topo_mpsc);                                     \
-	}                                                                    \
-	static void name##_both(const struct topo *t)
 
 #pragma GCC diagnostic pop
 
