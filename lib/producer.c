@@ -112,12 +112,15 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	 */
 	if (atomic_load_explicit(&region->state, memory_order_seq_cst) &
 	    LULL_STATE_CLOSED) {
+		/* Undo the count; release pairs with the acquire CAS of the
+		 * next SPSC attach, as in lull_producer_detach(). */
 		atomic_fetch_sub_explicit(&region->producers, 1,
 					  memory_order_release);
 		free(prod);
 		return -EPIPE;
 	}
 	if ((flags & LULL_PRODUCER_THREAD) && bind_to_thread(prod) < 0) {
+		/* Undo the count, paired as above. */
 		atomic_fetch_sub_explicit(&region->producers, 1,
 					  memory_order_release);
 		free(prod);
