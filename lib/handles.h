@@ -15,12 +15,22 @@
 
 struct lull_loop;
 
+/* The consumer's private view of one lane of its region. */
+struct lull_cursor {
+	struct lull_lane *lane;
+	unsigned char *data;
+	uint64_t head;       /* equals lane->head */
+	uint64_t final_tail; /* records end here (from LULL_CLOSING_DRAIN) */
+	bool in_batch;       /* the last record handed out was not its
+				batch's last: an immediate shutdown waits */
+};
+
 /* The per-process view of a region. */
 struct lull_ring {
 	struct lull_region *region;
-	unsigned char *data;
-	uint64_t mask;
+	uint64_t mask; /* of each lane's data area */
 	uint32_t mode;
+	uint32_t lanes;
 	uint32_t max_record; /* header + largest payload */
 	bool owns_region;
 	bool is_consumer;
@@ -31,17 +41,19 @@ struct lull_ring {
 	 * Consumer-private state, on its own lines: only the consumer thread
 	 * touches it.
 	 */
-	alignas(LULL_LINE_PAIR) uint64_t head; /* equals region->head */
-	bool peeked;
+	alignas(LULL_LINE_PAIR) bool peeked;
+	uint32_t peek_lane;  /* the lane of the peeked record */
+	uint32_t next_lane;  /* LANES: where the next read starts */
+	uint64_t claim_waits; /* reads that stopped at a claimed record */
 
 	/*
 	 * Shutdown as the consumer sees it (ring_read.c): once the region is
 	 * closed and the final position known, what is left to hand out.
 	 */
 	uint8_t closing;     /* LULL_CLOSING_* */
-	uint64_t final_tail; /* records end here (from LULL_CLOSING_DRAIN) */
 	bool peeked_closure; /* the peeked record is the fatal or poison */
 	uint64_t peek_end;   /* where release moves the head */
+	struct lull_record peek_rec; /* what the peek handed out */
 
 	/* Consumer-side park state (park.c, park_uring.c). */
 	uint64_t spin_ns;     /* or LULL_PARK_SPIN_ADAPTIVE */
@@ -60,11 +72,15 @@ struct lull_ring {
 	struct lull_loop *loop; /* the loop it is attached to, if any */
 	/* The link timeout's duration: the kernel reads it at submission. */
 	struct __kernel_timespec uring_timeout;
+
+	/* One per lane of the region. */
+	struct lull_cursor cursor[];
 };
 
 /* The consumer's view of a shutdown, in order. */
 #define LULL_CLOSING_OPEN 0   /* not closed, as far as it has seen */
-#define LULL_CLOSING_DRAIN 1  /* closed; records up to final_tail remain */
+#define LULL_CLOSING_DRAIN 1  /* closed; records up to each lane's
+				 final_tail remain */
 #define LULL_CLOSING_FATAL 2  /* the fatal record is next */
 #define LULL_CLOSING_POISON 3 /* the poison record is next */
 #define LULL_CLOSING_DONE 4   /* poison consumed (or closed by us): -EPIPE */
@@ -73,11 +89,13 @@ struct lull_ring {
 struct lull_producer {
 	alignas(LULL_LINE_PAIR) struct lull_ring *ring;
 	struct lull_region *region;
-	unsigned char *data;
+	struct lull_lane *lane; /* the lane it writes (MPSC: the shared one) */
+	unsigned char *data;    /* that lane's records */
 	uint64_t mask;
 	uint32_t mode;
 	uint32_t max_record;
 	uint64_t head_cache; /* the consumer's head, last time we looked */
+	uint64_t claim_retries; /* MPSC: claim CASes that lost a race */
 	bool asym_barrier;   /* LULL_REGION_ASYM_BARRIER */
 	int32_t pid;         /* ours, to tell whether wake_fd is usable */
 	/* LULL_PRODUCER_THREAD: the owner thread's list of bound producers */
@@ -88,9 +106,12 @@ struct lull_producer {
 	/* The outstanding claim, if any. */
 	bool claimed;
 	int32_t claim_type;
-	uint32_t claim_length; /* header + payload */
-	uint64_t claim_pos;    /* where the record header goes */
-	uint64_t claim_end;    /* SPSC: the tail once committed */
+	uint32_t claim_length; /* header + payload, of the first record */
+	uint64_t claim_pos;    /* where the first record's header goes */
+	uint64_t claim_start;  /* the tail before the claim (SPSC, LANES) or
+				  the claimed space's start (MPSC): the
+				  gate header, published last */
+	uint64_t claim_end;    /* where the claimed space ends */
 };
 
 /*

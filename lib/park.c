@@ -193,5 +193,7 @@ LULL_EXPORT int lull_ring_stats(const struct lull_ring *ring,
 						 memory_order_relaxed);
 	st->room_wakes = atomic_load_explicit(&region->space_wakes,
 					      memory_order_relaxed);
+	st->claim_waits = atomic_load_explicit(&region->claim_waits,
+					       memory_order_relaxed);
 	return 0;
 }

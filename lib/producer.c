@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * producer.c - producers come and go: attaching a producer handle to a
- * ring (one at a time on SPSC, any number on MPSC), detaching it (the last
- * one out shuts the ring down), and producers bound to the lifetime of
- * their thread.
+ * ring (one at a time on SPSC, one per lane on LANES, any number on MPSC),
+ * detaching it (the last one out shuts the ring down), and producers bound
+ * to the lifetime of their thread.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -72,11 +72,43 @@ static int unbind_from_thread(struct lull_producer *prod)
 	return 0;
 }
 
+/*
+ * Take a lane for a producer of an SPSC or LANES ring: the first whose
+ * owner word is free.  Returns its index, or -EBUSY when every lane is
+ * taken.
+ */
+static int lane_take(struct lull_region *region)
+{
+	for (uint32_t i = 0; i < region->lanes; i++) {
+		uint32_t expected = 0;
+
+		/*
+		 * Acquire pairs with the release in lane_give_back(), so this
+		 * producer starts from the previous one's last tail; release
+		 * orders nothing further but keeps the pair symmetric.
+		 */
+		if (atomic_compare_exchange_strong_explicit(
+			    &lull__lane(region, i)->owner, &expected, 1,
+			    memory_order_acq_rel, memory_order_relaxed))
+			return (int)i;
+	}
+	return -EBUSY;
+}
+
+static void lane_give_back(struct lull_producer *prod)
+{
+	if (prod->mode == LULL_RING_MPSC)
+		return;
+	/* Pairs with the acquire CAS in lane_take(): our last tail store. */
+	atomic_store_explicit(&prod->lane->owner, 0, memory_order_release);
+}
+
 LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 				     struct lull_producer **prodp)
 {
 	struct lull_region *region;
 	struct lull_producer *prod;
+	int lane = 0;
 
 	if (!ring || !prodp || (flags & ~LULL_PRODUCER_THREAD))
 		return -EINVAL;
@@ -85,25 +117,21 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	if (!prod)
 		return -ENOMEM;
 	memset(prod, 0, sizeof(*prod));
+	prod->mode = ring->mode;
 
-	if (ring->mode == LULL_RING_SPSC) {
-		uint32_t expected = 0;
-
-		/*
-		 * acq_rel: acquire pairs with the release in detach, so this
-		 * producer starts from the previous one's last tail; release
-		 * orders nothing further but keeps the pair symmetric.
-		 */
-		if (!atomic_compare_exchange_strong_explicit(
-			    &region->producers, &expected, 1,
-			    memory_order_acq_rel, memory_order_relaxed)) {
+	if (ring->mode != LULL_RING_MPSC) {
+		lane = lane_take(region);
+		if (lane < 0) {
 			free(prod);
-			return -EBUSY;
+			return lane;
 		}
-	} else {
-		atomic_fetch_add_explicit(&region->producers, 1,
-					  memory_order_relaxed);
 	}
+	prod->lane = lull__lane(region, (uint32_t)lane);
+	/*
+	 * seq_cst: ordered with the state check below and with a racing
+	 * detach's decrement, as the comment there says.
+	 */
+	atomic_fetch_add_explicit(&region->producers, 1, memory_order_seq_cst);
 	/*
 	 * A ring that was shut down takes no new producers.  One attaching
 	 * while the last one detaches may still get in and find the ring
@@ -112,17 +140,16 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	 */
 	if (atomic_load_explicit(&region->state, memory_order_seq_cst) &
 	    LULL_STATE_CLOSED) {
-		/* Undo the count; release pairs with the acquire CAS of the
-		 * next SPSC attach, as in lull_producer_detach(). */
 		atomic_fetch_sub_explicit(&region->producers, 1,
-					  memory_order_release);
+					  memory_order_relaxed);
+		lane_give_back(prod);
 		free(prod);
 		return -EPIPE;
 	}
 	if ((flags & LULL_PRODUCER_THREAD) && bind_to_thread(prod) < 0) {
-		/* Undo the count, paired as above. */
 		atomic_fetch_sub_explicit(&region->producers, 1,
-					  memory_order_release);
+					  memory_order_relaxed);
+		lane_give_back(prod);
 		free(prod);
 		return -ENOMEM;
 	}
@@ -130,16 +157,25 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 
 	prod->ring = ring;
 	prod->region = region;
-	prod->data = ring->data;
+	prod->data = lull__lane_data(region, (uint32_t)lane);
 	prod->mask = ring->mask;
-	prod->mode = ring->mode;
 	prod->max_record = ring->max_record;
 	prod->asym_barrier = region->flags & LULL_REGION_ASYM_BARRIER;
 	prod->pid = (int32_t)getpid();
 	/* Pairs with the consumer's release store of head. */
-	prod->head_cache = atomic_load_explicit(&region->head,
+	prod->head_cache = atomic_load_explicit(&prod->lane->head,
 						memory_order_acquire);
 	*prodp = prod;
+	return 0;
+}
+
+LULL_EXPORT int lull_producer_stats(const struct lull_producer *prod,
+				    struct lull_producer_stats *st)
+{
+	if (!prod || !st)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	st->claim_retries = prod->claim_retries;
 	return 0;
 }
 
@@ -153,13 +189,13 @@ LULL_EXPORT int lull_producer_detach(struct lull_producer *prod)
 		return -EPERM;
 	ring = prod->ring;
 	if (prod->claimed)
-		(void)(prod->mode == LULL_RING_SPSC ? lull_spsc_abort(prod)
-						    : lull_mpsc_abort(prod));
+		(void)(prod->mode == LULL_RING_MPSC ? lull_mpsc_abort(prod)
+						    : lull_spsc_abort(prod));
+	lane_give_back(prod);
 	/*
-	 * Release pairs with the acquire CAS in lull_producer_attach(): the
-	 * next SPSC producer sees our last tail store.  seq_cst keeps it
-	 * ordered with the state check of a racing attach.  The last one out
-	 * closes the ring, as a channel closes with its last sender.
+	 * seq_cst keeps it ordered with the state check of a racing attach.
+	 * The last one out closes the ring, as a channel closes with its
+	 * last sender.
 	 */
 	if (atomic_fetch_sub_explicit(&prod->region->producers, 1,
 				      memory_order_seq_cst) == 1)

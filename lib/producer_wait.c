@@ -17,16 +17,17 @@
  */
 static bool producer_has_room(struct lull_producer *prod, uint64_t size)
 {
-	struct lull_region *region = prod->region;
+	struct lull_lane *lane = prod->lane;
 	uint64_t tail, pad;
 
-	/* Relaxed: SPSC, our own store; MPSC, a hint the claim re-checks. */
-	tail = atomic_load_explicit(&region->tail, memory_order_relaxed) &
+	/* Relaxed: a lane's, our own store; MPSC, a hint the claim
+	 * re-checks. */
+	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed) &
 	       ~(uint64_t)LULL_TAIL_FLAGS;
 	pad = lull__wrap_padding(tail, prod->mask, size);
 	/* Pairs with the consumer's release store of head, as in a write. */
 	prod->head_cache =
-		atomic_load_explicit(&region->head, memory_order_acquire);
+		atomic_load_explicit(&lane->head, memory_order_acquire);
 	return tail + pad + size - prod->head_cache <= prod->mask + 1;
 }
 

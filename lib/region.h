@@ -23,8 +23,47 @@
 #define LULL_LINE_PAIR 128
 
 #define LULL_REGION_MAGIC 0x6c756c6cu /* "lull" */
-#define LULL_LAYOUT_VERSION 2u
-#define LULL_REGION_DATA_OFFSET 1024u
+#define LULL_LAYOUT_VERSION 3u
+#define LULL_REGION_LANES_OFFSET 1024u
+
+/*
+ * The topology of a LULL_RING_LANES(n) region (region.mode), beside
+ * LULL_RING_SPSC and LULL_RING_MPSC; its lane count is in region.lanes.
+ */
+#define LULL_MODE_LANES 3u
+
+/*
+ * A lane: one sequence of records with its own tail and head, and the
+ * data area that holds them.  SPSC and MPSC regions have one lane (MPSC
+ * producers share it, claiming with a CAS on its tail); a LANES region
+ * has one per producer, each written like an SPSC ring and merged by the
+ * consumer, so producers never touch a line another producer writes.
+ */
+struct lull_lane {
+	/*
+	 * SPSC and LANES: end of the published records, stored relaxed by
+	 * the lane's producer; read only by a closing consumer (after
+	 * acquiring busy) and by the lane's next producer (after owner).
+	 * MPSC: end of the claimed space, advanced by producers' CAS.
+	 * A free-running byte position, always a multiple of 8.
+	 */
+	alignas(LULL_LINE_PAIR) _Atomic uint64_t tail;
+	/*
+	 * SPSC and LANES: 1 while the lane's producer is inside a write or
+	 * holds a claim, so that a closing consumer knows whether a record
+	 * may still be published (spsc_enter() in ring_spsc.c).  Beside tail:
+	 * both are the producer's, and the consumer reads them only while
+	 * closing (it finds records in band, never through tail).
+	 */
+	_Atomic uint32_t busy;
+	/* SPSC and LANES: 1 while a producer holds the lane. */
+	_Atomic uint32_t owner;
+
+	/* Start of the records not yet consumed, stored by the consumer. */
+	alignas(LULL_LINE_PAIR) _Atomic uint64_t head;
+};
+
+static_assert(sizeof(struct lull_lane) == 2 * LULL_LINE_PAIR, "lane layout");
 
 /*
  * The region: everything a ring is, in one block of memory with no pointers,
@@ -33,15 +72,14 @@
  * means bumping LULL_LAYOUT_VERSION.
  *
  *   0     header      written once at creation, read-only after
- *   128   tail        written by producers
- *   256   head        written by the consumer
- *   384   roles       attach/detach bookkeeping (cold), and the SPSC
- *                     producer's busy mark (its own, until a shutdown)
- *   512   park        the park word, read by producers after each commit,
+ *   128   consumer    the consumer's counters (lull_ring_stats)
+ *   256   roles       attach/detach bookkeeping (cold)
+ *   384   park        the park word, read by producers after each commit,
  *                     and the shutdown state
- *   640   fatal       the fatal report (code, message)
- *   960   space       producers waiting for room (lull_producer_wait())
- *   1024  data        capacity bytes of records
+ *   512   fatal       the fatal report (code, message)
+ *   832   space       producers waiting for room (lull_producer_wait())
+ *   1024  lanes       struct lull_lane[lanes], 256 bytes each
+ *   data_offset       lanes * capacity bytes of records, lane after lane
  */
 struct lull_region {
 	/*
@@ -52,41 +90,21 @@ struct lull_region {
 	uint32_t layout_version;
 	uint32_t mode;
 	uint32_t flags;
-	uint64_t capacity;
+	uint64_t capacity; /* of each lane */
 	uint64_t region_size;
-	uint64_t data_offset;
+	uint64_t data_offset; /* LULL_REGION_LANES_OFFSET + lanes * 256 */
+	uint32_t lanes;
 
-	/*
-	 * SPSC: end of the published records, stored relaxed by the
-	 * producer; read only by a closing consumer (after acquiring busy)
-	 * and by the next producer (after detach).
-	 * MPSC: end of the claimed space, advanced by producers' CAS.
-	 * A free-running byte position, always a multiple of 8.
-	 */
-	alignas(LULL_LINE_PAIR) _Atomic uint64_t tail;
-
-	/* Start of the records not yet consumed, stored by the consumer. */
-	alignas(LULL_LINE_PAIR) _Atomic uint64_t head;
 	/* Park counters, written by the consumer only (lull_ring_stats). */
-	_Atomic uint64_t parks;
+	alignas(LULL_LINE_PAIR) _Atomic uint64_t parks;
 	_Atomic uint64_t park_cancels;
 	_Atomic uint64_t safety_timeouts;
 	_Atomic uint64_t idle_timeouts;
+	_Atomic uint64_t claim_waits;
 
 	/* Attached producers, and whether a handle holds the consumer role. */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t producers;
 	_Atomic uint32_t consumer;
-
-	/*
-	 * SPSC: 1 while the producer is inside a write or holds a claim, so
-	 * that a consumer closing the ring knows whether a record may still be
-	 * published (spsc_enter() in ring_spsc.c).  Here with the cold role
-	 * counts, away from tail: the producer stores it twice per write and
-	 * the consumer reads it only while closing, so it stays in the
-	 * producer's cache.  Beside tail it cost a miss whenever the consumer
-	 * had just polled tail.
-	 */
-	_Atomic uint32_t busy;
 
 	/*
 	 * The park line.  Producers load park after every commit, so nothing
@@ -154,27 +172,50 @@ struct lull_region {
  */
 #define LULL_REGION_ASYM_BARRIER 1u
 
-static_assert(offsetof(struct lull_region, tail) == 128, "region layout");
-static_assert(offsetof(struct lull_region, head) == 256, "region layout");
-static_assert(offsetof(struct lull_region, producers) == 384,
+static_assert(offsetof(struct lull_region, parks) == 128, "region layout");
+static_assert(offsetof(struct lull_region, producers) == 256,
 	      "region layout");
-static_assert(offsetof(struct lull_region, park) == 512, "region layout");
-static_assert(offsetof(struct lull_region, fatal_state) == 640,
+static_assert(offsetof(struct lull_region, park) == 384, "region layout");
+static_assert(offsetof(struct lull_region, fatal_state) == 512,
 	      "region layout");
-static_assert(offsetof(struct lull_region, space_waiters) == 960,
+static_assert(offsetof(struct lull_region, space_waiters) == 832,
 	      "region layout");
-static_assert(sizeof(struct lull_region) <= LULL_REGION_DATA_OFFSET,
-	      "region header overlaps the data");
+static_assert(sizeof(struct lull_region) <= LULL_REGION_LANES_OFFSET,
+	      "region header overlaps the lanes");
+
+/* The lanes of a region, and where lane @i's records are. */
+static inline struct lull_lane *lull__lane(struct lull_region *region,
+					   uint32_t i)
+{
+	return (struct lull_lane *)((unsigned char *)region +
+				    LULL_REGION_LANES_OFFSET) +
+	       i;
+}
+
+static inline unsigned char *lull__lane_data(struct lull_region *region,
+					     uint32_t i)
+{
+	return (unsigned char *)region + region->data_offset +
+	       (uint64_t)i * region->capacity;
+}
 
 /*
  * A record header in the data area.  length is the header plus the payload
  * (so never 0 for a written record); the record occupies length rounded up
- * to 8.  In both topologies length is the commit flag (only MPSC stores
+ * to 8.  In every topology length is the commit flag (only MPSC stores
  * the negative value):
  *     0   not written yet (the consumer zeroes what it consumed)
  *    <0   claimed by a producer, payload being written
  *    >0   committed: type and payload are complete
+ * A committed length may carry LULL_LENGTH_BATCH_MORE: the record is not
+ * the last of a batch (ring_batch.c), so an immediate shutdown, which
+ * discards what is undelivered, never cuts a batch the consumer began.
+ * Lengths and paddings stay below 2^30 (a record is at most capacity / 8,
+ * a padding less than the capacity), so the bit is free.
  */
+#define LULL_LENGTH_BATCH_MORE 0x40000000
+#define LULL_LENGTH_MASK 0x3fffffff
+
 struct lull_record_header {
 	_Atomic int32_t length;
 	int32_t type;

@@ -6,7 +6,9 @@
  * each record on their own: the record's length field is the commit flag
  * (0 not written, negative claimed, positive committed, see region.h).
  * Producers never wait for each other; the consumer alone waits, at a
- * record that is claimed and not yet committed.
+ * record that is claimed and not yet committed.  Claims and batches are in
+ * ring_batch.c.  A LANES producer may call these too: its own lane is
+ * written as an SPSC ring's (ring_spsc.c).
  */
 #include <string.h>
 
@@ -21,14 +23,14 @@
 static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 			       uint64_t *posp)
 {
-	struct lull_region *region = prod->region;
+	struct lull_lane *lane = prod->lane;
 	uint64_t cap = prod->mask + 1;
 	uint64_t size = lull__align8(length);
 	uint64_t tail, pad, end;
 	struct lull_record_header *hdr;
 
 	/* Relaxed: the CAS below validates whatever we read here. */
-	tail = atomic_load_explicit(&region->tail, memory_order_relaxed);
+	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
 	for (;;) {
 		/*
 		 * Closed is a bit of tail itself, so the CAS that claims
@@ -50,7 +52,7 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 			 * to write are finished before our writes.
 			 */
 			prod->head_cache = atomic_load_explicit(
-				&region->head, memory_order_acquire);
+				&lane->head, memory_order_acquire);
 			if ((int64_t)(end - prod->head_cache) > (int64_t)cap)
 				return -EAGAIN;
 		}
@@ -61,9 +63,11 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 		 * tail.
 		 */
 		if (atomic_compare_exchange_weak_explicit(
-			    &region->tail, &tail, end, memory_order_relaxed,
+			    &lane->tail, &tail, end, memory_order_relaxed,
 			    memory_order_relaxed))
 			break;
+		/* Private to this producer: lull_producer_stats(). */
+		prod->claim_retries++;
 	}
 
 	if (pad) {
@@ -120,6 +124,8 @@ LULL_EXPORT int lull_mpsc_write(struct lull_producer *prod, int32_t type,
 	uint64_t pos;
 	int ret;
 
+	if (unlikely(prod && prod->mode == LULL_MODE_LANES))
+		return lull_spsc_write(prod, type, data, len);
 	ret = mpsc_check(prod);
 	if (unlikely(ret < 0))
 		return ret;
@@ -146,6 +152,8 @@ LULL_EXPORT int lull_mpsc_writev(struct lull_producer *prod, int32_t type,
 	size_t len;
 	int ret;
 
+	if (unlikely(prod && prod->mode == LULL_MODE_LANES))
+		return lull_spsc_writev(prod, type, iov, iovcnt);
 	ret = mpsc_check(prod);
 	if (unlikely(ret < 0))
 		return ret;
@@ -162,57 +170,5 @@ LULL_EXPORT int lull_mpsc_writev(struct lull_producer *prod, int32_t type,
 	lull__iov_copy(lull__header_at(prod->data, prod->mask, pos) + 1, iov,
 		       iovcnt);
 	mpsc_commit_at(prod, pos, length, type);
-	return 0;
-}
-
-LULL_EXPORT int lull_mpsc_claim(struct lull_producer *prod, int32_t type,
-				size_t len, void **datap)
-{
-	uint32_t length;
-	uint64_t pos;
-	int ret;
-
-	ret = mpsc_check(prod);
-	if (unlikely(ret < 0))
-		return ret;
-	if (unlikely(!datap))
-		return -EINVAL;
-	ret = lull__check_record(prod, type, len);
-	if (unlikely(ret < 0))
-		return ret;
-	length = (uint32_t)(LULL_RECORD_HEADER_SIZE + len);
-	ret = mpsc_reserve(prod, length, &pos);
-	if (unlikely(ret < 0))
-		return ret;
-	prod->claimed = true;
-	prod->claim_type = type;
-	prod->claim_length = length;
-	prod->claim_pos = pos;
-	*datap = lull__header_at(prod->data, prod->mask, pos) + 1;
-	return 0;
-}
-
-LULL_EXPORT int lull_mpsc_commit(struct lull_producer *prod)
-{
-	if (unlikely(!prod || prod->mode != LULL_RING_MPSC || !prod->claimed))
-		return -EINVAL;
-	prod->claimed = false;
-	mpsc_commit_at(prod, prod->claim_pos, prod->claim_length,
-		       prod->claim_type);
-	return 0;
-}
-
-LULL_EXPORT int lull_mpsc_abort(struct lull_producer *prod)
-{
-	if (!prod || prod->mode != LULL_RING_MPSC || !prod->claimed)
-		return -EINVAL;
-	prod->claimed = false;
-	/*
-	 * The space is claimed and others may have claimed past it, so it
-	 * cannot be given back: it becomes padding that the consumer skips.
-	 */
-	mpsc_commit_at(prod, prod->claim_pos,
-		       (uint32_t)lull__align8(prod->claim_length),
-		       LULL_TYPE_PADDING);
 	return 0;
 }

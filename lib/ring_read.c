@@ -2,29 +2,35 @@
 /*
  * ring_read.c - the consumer: batch reads and peek/release.
  *
- * The consumer walks records from its private head, hands them out in
- * place, and publishes the new head once per batch with a release store.
- * Both topologies publish in band: a record is readable when its header's
- * length reads positive (acquire).  The consumer zeroes what it consumed
- * before publishing head, so that on the next lap a header nobody wrote
- * yet reads 0.  It never polls tail, the line the producers write on
- * every record; tail only marks the end for a closing consumer.
+ * The consumer walks records from its private head in each lane, hands
+ * them out in place, and publishes the lane's new head once per batch
+ * with a release store.  Every topology publishes in band: a record is
+ * readable when its header's length reads positive (acquire).  The
+ * consumer zeroes what it consumed before publishing head, so that on the
+ * next lap a header nobody wrote yet reads 0.  It never polls tail, the
+ * line the producers write on every record; tail only marks the end for
+ * a closing consumer.  A LANES ring has many lanes, taken in turn; the
+ * others have one.
  */
 #include <string.h>
 
 #include "park.h"
 #include "record.h"
 
+/* What next_record() found. */
+#define NEXT_NONE 0    /* nothing readable (not written yet, or the end) */
+#define NEXT_RECORD 1  /* a committed record */
+#define NEXT_CLAIMED 2 /* MPSC: a claimed record, not committed yet */
+
 /*
- * Find the next readable record at or after @pos, skipping padding.
- * Returns 1 and fills *rec and *endp (the position after it); 0 when
- * nothing is readable, with *endp past any padding skipped; -EPROTO for a
- * corrupt header.  Both topologies publish records in band, through the
- * header's length, so one walk serves both.
+ * Find the next readable record of a lane at or after @pos, skipping
+ * padding.  Returns NEXT_RECORD and fills *rec and *endp (the position
+ * after it); NEXT_NONE or NEXT_CLAIMED when nothing is readable, with
+ * *endp past any padding skipped; -EPROTO for a corrupt header.
  */
 static inline __attribute__((always_inline)) int
-next_record(const struct lull_ring *ring, uint64_t pos, struct lull_record *rec,
-	    uint64_t *endp)
+next_record(const struct lull_ring *ring, const struct lull_cursor *cur,
+	    uint64_t pos, struct lull_record *rec, uint64_t *endp)
 {
 	struct lull_record_header *hdr;
 	int32_t length;
@@ -36,23 +42,26 @@ next_record(const struct lull_ring *ring, uint64_t pos, struct lull_record *rec,
 		 * that has gone a whole lap would find its own first record
 		 * again: stop there.
 		 */
-		if (unlikely(pos - ring->head > ring->mask))
+		if (unlikely(pos - cur->head > ring->mask))
 			break;
 		/* Closing: nothing is published past the final tail. */
 		if (unlikely(ring->closing != LULL_CLOSING_OPEN &&
-			     pos == ring->final_tail))
+			     pos == cur->final_tail))
 			break;
-		hdr = lull__header_at(ring->data, ring->mask, pos);
+		hdr = lull__header_at(cur->data, ring->mask, pos);
 		/*
 		 * Pairs with the producer's release store of a positive
-		 * length (spsc_header(), mpsc_commit_at(), or a padding
-		 * length in mpsc_reserve()).  Zero: not written yet; MPSC
-		 * negative: claimed, not committed.
+		 * length (lane_header(), mpsc_commit_at(), a batch's gate in
+		 * claim_commit(), or a padding).  Zero: not written yet;
+		 * negative: claimed, not committed (MPSC).
 		 */
 		length = atomic_load_explicit(&hdr->length,
 					      memory_order_acquire);
-		if (length <= 0)
-			break;
+		if (length <= 0) {
+			*endp = pos;
+			return length < 0 ? NEXT_CLAIMED : NEXT_NONE;
+		}
+		length &= LULL_LENGTH_MASK;
 		size = lull__align8((uint64_t)length);
 		if (unlikely(length < (int32_t)LULL_RECORD_HEADER_SIZE ||
 			     size > ring->mask + 1 - (pos & ring->mask)))
@@ -62,16 +71,28 @@ next_record(const struct lull_ring *ring, uint64_t pos, struct lull_record *rec,
 			rec->len = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
 			rec->type = hdr->type;
 			*endp = pos + size;
-			return 1;
+			return NEXT_RECORD;
 		}
 		pos += size;
 	}
 	*endp = pos;
-	return 0;
+	return NEXT_NONE;
 }
 
-/* Zero [from, to) of the data area, which may wrap. */
-static void zero_span(struct lull_ring *ring, uint64_t from, uint64_t to)
+/* Whether a record handed out is not the last of its batch. */
+static inline bool record_more(const struct lull_record *rec)
+{
+	const struct lull_record_header *hdr =
+		(const struct lull_record_header *)rec->data - 1;
+
+	/* Relaxed: acquired when the record was found; nobody writes it. */
+	return atomic_load_explicit(&hdr->length, memory_order_relaxed) &
+	       LULL_LENGTH_BATCH_MORE;
+}
+
+/* Zero [from, to) of a lane's data area, which may wrap. */
+static void zero_span(const struct lull_ring *ring, struct lull_cursor *cur,
+		      uint64_t from, uint64_t to)
 {
 	uint64_t off = from & ring->mask;
 	uint64_t len = to - from;
@@ -79,100 +100,137 @@ static void zero_span(struct lull_ring *ring, uint64_t from, uint64_t to)
 
 	if (first > len)
 		first = len;
-	memset(ring->data + off, 0, first);
+	memset(cur->data + off, 0, first);
 	if (len > first)
-		memset(ring->data, 0, len - first);
+		memset(cur->data, 0, len - first);
 }
 
-/* Consume everything from ring->head to @to and tell the producers. */
-static inline void advance_head(struct lull_ring *ring, uint64_t to)
+/* Publish a lane's new head and wake producers waiting for room. */
+static inline void head_publish(struct lull_ring *ring, struct lull_cursor *cur,
+				uint64_t to)
 {
-	if (to == ring->head)
+	cur->head = to;
+	/*
+	 * Pairs with the producers' acquire load of head: our reads of the
+	 * consumed records (and the zeroing before) are done before a
+	 * producer reuses the space.
+	 */
+	atomic_store_explicit(&cur->lane->head, to, memory_order_release);
+	lull__space_notify(ring->region);
+}
+
+/* Consume everything of a lane from its head to @to. */
+static inline void advance_head(struct lull_ring *ring, struct lull_cursor *cur,
+				uint64_t to)
+{
+	if (to == cur->head)
 		return;
 	/*
 	 * Zero what was consumed, so that on the next lap a header nobody
 	 * wrote yet reads 0.  Plain stores into memory that producers later
 	 * access atomically; no producer touches it before acquiring the
-	 * head we publish below, so the two never race.  An immediate
+	 * head we publish next, so the two never race.  An immediate
 	 * shutdown skips records without coming here: it must not write
 	 * under producers still finishing them.
 	 */
-	zero_span(ring, ring->head, to);
-	ring->head = to;
-	/*
-	 * Pairs with the producers' acquire load of head: our reads of the
-	 * consumed records (and the zeroing above) are done before a producer
-	 * reuses the space.
-	 */
-	atomic_store_explicit(&ring->region->head, to, memory_order_release);
-	lull__space_notify(ring->region);
+	zero_span(ring, cur, cur->head, to);
+	head_publish(ring, cur, to);
 }
 
 /*
  * Shutdown, as the consumer sees it.  When nothing is readable, the
  * consumer asks closure_next() what comes next: nothing yet (0: the ring is
- * open, or records before the final tail are still being committed), the
+ * open, or records before a final tail are still being committed), the
  * fatal or poison record (1, filled into *rec), or -EPIPE once the poison
  * was consumed.  The steps:
  *
- *   OPEN  --state CLOSED seen, final tail known-->  DRAIN
- *   DRAIN --head reached the final tail, sealed-->  FATAL or POISON
+ *   OPEN  --state CLOSED seen, final tails known-->  DRAIN
+ *   DRAIN --every head at its final tail, sealed-->  FATAL or POISON
  *   FATAL --consumed-->  POISON  --consumed-->  DONE (-EPIPE)
  */
 static const uint64_t no_payload;
 
 /*
- * The position no record will pass any more.  MPSC: the closed tail,
- * since claims stop at the bit.  SPSC: the tail, once the producer is not
- * inside a write (see spsc_enter()); false when it still is, and its
- * spsc_leave() will wake us.
+ * Whether the final tails are settled: no record will be published past a
+ * lane's tail any more.  MPSC: always, since claims stop at the tail's
+ * closed bit.  SPSC and LANES: once no lane's producer is inside a write
+ * (see lane_enter()); false while one is, and its lane_leave() will wake
+ * us.
  */
-static bool closure_final_tail(const struct lull_ring *ring, uint32_t state,
-			       uint64_t *finalp)
+static bool closure_settled(const struct lull_ring *ring, uint32_t state)
 {
-	struct lull_region *region = ring->region;
+	if (ring->mode == LULL_RING_MPSC || (state & LULL_STATE_DISCARD))
+		return true;
+	/*
+	 * Pairs with the barrier in lane_enter(): either we see the producer
+	 * busy, or its next state check sees the shutdown.  A failed barrier
+	 * (see lull__barrier_heavy()) proves nothing: not settled yet, and
+	 * the park that follows reports the error.
+	 */
+	if (lull__park_barrier(ring) < 0)
+		return false;
+	for (uint32_t i = 0; i < ring->lanes; i++)
+		/* Pairs with lane_leave()'s release of busy. */
+		if (atomic_load_explicit(&ring->cursor[i].lane->busy,
+					 memory_order_acquire))
+			return false;
+	return true;
+}
 
-	if (ring->mode == LULL_RING_MPSC) {
+/* A lane's final tail, once closure_settled(). */
+static uint64_t closure_final_tail(const struct lull_ring *ring,
+				   const struct lull_cursor *cur)
+{
+	uint64_t final;
+
+	if (ring->mode == LULL_RING_MPSC)
 		/*
 		 * lull__shutdown() sets the tail's bit before the state's
 		 * (seq_cst), and we acquired the state: the bit is there.
 		 */
-		*finalp = atomic_load_explicit(&region->tail,
-					       memory_order_acquire) &
-			  ~(uint64_t)LULL_TAIL_FLAGS;
-		return true;
-	}
-	if (!(state & LULL_STATE_DISCARD)) {
-		/*
-		 * Pairs with the barrier in spsc_enter(): either we see the
-		 * producer busy, or its next state check sees the shutdown.
-		 * Acquire pairs with spsc_leave()'s release of busy.
-		 */
-		/*
-		 * A failed barrier (see lull__barrier_heavy()) proves
-		 * nothing: not final yet, and the park that follows reports
-		 * the error.
-		 */
-		if (lull__park_barrier(ring) < 0 ||
-		    atomic_load_explicit(&region->busy, memory_order_acquire))
-			return false;
-	}
+		return atomic_load_explicit(&cur->lane->tail,
+					    memory_order_acquire) &
+		       ~(uint64_t)LULL_TAIL_FLAGS;
 	/*
 	 * Relaxed: the producer's tail store is ordered before its release
-	 * of busy, which we acquired above.  Immediate: nothing is read any
-	 * more, but records are found in band before tail passes them, so
-	 * the tail read here may lag our head: never move the head back.
+	 * of busy, which closure_settled() acquired.  Immediate: nothing is
+	 * read any more, but records are found in band before tail passes
+	 * them, so the tail read here may lag our head: never move the head
+	 * back.
 	 */
-	*finalp = atomic_load_explicit(&region->tail, memory_order_relaxed);
-	if ((int64_t)(*finalp - ring->head) < 0)
-		*finalp = ring->head;
-	return true;
+	final = atomic_load_explicit(&cur->lane->tail, memory_order_relaxed);
+	if ((int64_t)(final - cur->head) < 0)
+		final = cur->head;
+	return final;
 }
 
-static __attribute__((noinline)) int
-closure_next(struct lull_ring *ring, uint64_t *posp, struct lull_record *rec)
+/*
+ * Is the consumer in an immediate shutdown's discard, or past the end?
+ * Then a read hands out only the rest of a batch it began.
+ */
+static inline bool closure_discarding(const struct lull_ring *ring)
+{
+	/* A peeked record stays what it was until its release. */
+	return unlikely(ring->closing >= LULL_CLOSING_FATAL ||
+			(!ring->peeked &&
+			 (atomic_load_explicit(&ring->region->state,
+					       memory_order_relaxed) &
+			  LULL_STATE_DISCARD)));
+}
+
+/* Whether a read may take records from this lane now. */
+static inline bool lane_open_to(const struct lull_ring *ring,
+				const struct lull_cursor *cur, bool discarding)
+{
+	return !discarding ||
+	       (ring->closing < LULL_CLOSING_FATAL && cur->in_batch);
+}
+
+static __attribute__((noinline)) int closure_next(struct lull_ring *ring,
+						  struct lull_record *rec)
 {
 	struct lull_region *region = ring->region;
+	struct lull_cursor *cur;
 	uint32_t state, sealed;
 
 	switch (ring->closing) {
@@ -181,26 +239,28 @@ closure_next(struct lull_ring *ring, uint64_t *posp, struct lull_record *rec)
 		state = atomic_load_explicit(&region->state,
 					     memory_order_acquire);
 		if (!(state & LULL_STATE_CLOSED) ||
-		    !closure_final_tail(ring, state, &ring->final_tail))
+		    !closure_settled(ring, state))
 			return 0;
+		for (uint32_t i = 0; i < ring->lanes; i++)
+			ring->cursor[i].final_tail =
+				closure_final_tail(ring, &ring->cursor[i]);
 		ring->closing = LULL_CLOSING_DRAIN;
 		/* fall through */
 	case LULL_CLOSING_DRAIN:
 		/* Pairs with the seq_cst RMW of lull__shutdown(). */
 		state = atomic_load_explicit(&region->state,
 					     memory_order_acquire);
-		if (state & LULL_STATE_DISCARD) {
-			/* Skip, without zeroing under producers finishing
-			 * claims; never handed, so never again either. */
-			*posp = ring->final_tail;
-			ring->head = ring->final_tail;
-			/* Pairs with the producers' acquire of head (A1). */
-			atomic_store_explicit(&region->head, ring->head,
-					      memory_order_release);
-			lull__space_notify(region);
+		for (uint32_t i = 0; i < ring->lanes; i++) {
+			cur = &ring->cursor[i];
+			if ((state & LULL_STATE_DISCARD) && !cur->in_batch &&
+			    cur->head != cur->final_tail)
+				/* Skip, without zeroing under producers
+				 * finishing claims; never handed, so never
+				 * again either. */
+				head_publish(ring, cur, cur->final_tail);
+			if (cur->head != cur->final_tail)
+				return 0;
 		}
-		if (*posp != ring->final_tail)
-			return 0;
 		/*
 		 * Seal: from this RMW on a fatal report is too late.  Both
 		 * are RMWs of state, so either we see its FATAL bit (and,
@@ -239,74 +299,96 @@ static void closure_consume(struct lull_ring *ring)
 				: LULL_CLOSING_DONE;
 }
 
-/* Must the consumer go straight to closure_next()? */
-static inline bool closure_first(const struct lull_ring *ring)
+/* How a read of one lane ended. */
+struct lane_read {
+	unsigned count; /* records consumed so far in this read */
+	bool stopped;   /* the handler ended the read (STOP or KEEP) */
+	bool kept;      /* ... with LULL_READ_KEEP */
+};
+
+/*
+ * Hand a lane's committed records to @fn until @limit records were
+ * consumed in this read, the lane has nothing readable, or @fn ends the
+ * read; then publish the lane's head.  While @discarding, only the rest
+ * of a batch the consumer began.  Returns 0 or -EPROTO.
+ */
+static inline __attribute__((always_inline)) int
+read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
+	  void *ctx, unsigned limit, bool discarding, struct lane_read *rd)
 {
-	/* A peeked record stays what it was until its release. */
-	return unlikely(ring->closing >= LULL_CLOSING_FATAL ||
-			(!ring->peeked &&
-			 (atomic_load_explicit(&ring->region->state,
-					       memory_order_relaxed) &
-			  LULL_STATE_DISCARD)));
+	struct lull_record rec;
+	const struct lull_record *last = NULL;
+	uint64_t pos = cur->head, end;
+	int found, verdict, ret = 0;
+
+	while (rd->count < limit) {
+		found = next_record(ring, cur, pos, &rec, &end);
+		if (found != NEXT_RECORD) {
+			if (unlikely(found < 0))
+				ret = found;
+			else
+				pos = end; /* past trailing padding */
+			if (unlikely(found == NEXT_CLAIMED))
+				lull__count(&ring->region->claim_waits);
+			break;
+		}
+		verdict = fn(&rec, ctx);
+		if (verdict == LULL_READ_KEEP) {
+			rd->stopped = rd->kept = true;
+			break;
+		}
+		pos = end;
+		rd->count++;
+		last = &rec;
+		if (verdict != LULL_READ_CONTINUE) {
+			rd->stopped = true;
+			break;
+		}
+		if (unlikely(discarding) && !record_more(&rec))
+			break; /* the batch is whole: discard the rest */
+	}
+	/* Before the zeroing, which clears the flag. */
+	if (last)
+		cur->in_batch = record_more(last);
+	advance_head(ring, cur, pos);
+	return ret;
 }
 
 static inline __attribute__((always_inline)) int
 read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 	   unsigned limit)
 {
+	struct lane_read rd = { 0 };
 	struct lull_record rec;
-	uint64_t pos = ring->head, end;
-	unsigned count = 0;
-	bool kept = false;
-	int found, verdict;
+	uint32_t lane = ring->next_lane, visited;
+	/* Once per read: an immediate shutdown skips what is left. */
+	bool discarding = closure_discarding(ring);
+	int found;
 
-	/* Once per batch: an immediate shutdown skips what is left. */
-	bool closure = closure_first(ring);
-
-	while (count < limit) {
-		if (closure)
-			found = 0, end = pos;
-		else
-			found = next_record(ring, pos, &rec, &end);
-		if (found <= 0) {
-			if (unlikely(found < 0)) {
-				advance_head(ring, pos);
-				return count ? (int)count : found;
-			}
-			pos = end; /* past trailing padding */
-			if (count)
-				break;
-			/* Empty: is it the end?  The fatal and poison
-			 * records come alone, one per batch. */
-			found = closure_next(ring, &pos, &rec);
-			if (found < 0) {
-				advance_head(ring, pos);
-				return found;
-			}
-			if (found > 0) {
-				if (fn(&rec, ctx) == LULL_READ_KEEP) {
-					kept = true;
-				} else {
-					closure_consume(ring);
-					count++;
-				}
-			}
+	for (visited = 0; visited < ring->lanes; visited++) {
+		if (rd.count == limit || rd.stopped)
 			break;
+		if (lane_open_to(ring, &ring->cursor[lane], discarding)) {
+			found = read_lane(ring, &ring->cursor[lane], fn, ctx,
+					  limit, discarding, &rd);
+			if (unlikely(found < 0))
+				return rd.count ? (int)rd.count : found;
 		}
-		verdict = fn(&rec, ctx);
-		if (verdict == LULL_READ_KEEP) {
-			kept = true;
-			break;
-		}
-		pos = end;
-		count++;
-		if (verdict != LULL_READ_CONTINUE)
-			break;
+		if (++lane == ring->lanes)
+			lane = 0;
 	}
-	advance_head(ring, pos);
-	if (count == 0 && !kept)
-		return -EAGAIN;
-	return (int)count;
+	ring->next_lane = lane;
+	if (rd.count || rd.kept)
+		return (int)rd.count;
+	/* Empty: is it the end?  The fatal and poison records come alone,
+	 * one per read. */
+	found = closure_next(ring, &rec);
+	if (found <= 0)
+		return found < 0 ? found : -EAGAIN;
+	if (fn(&rec, ctx) == LULL_READ_KEEP)
+		return 0;
+	closure_consume(ring);
+	return 1;
 }
 
 static inline int consumer_check(const struct lull_ring *ring)
@@ -333,28 +415,43 @@ LULL_EXPORT int lull_ring_read(struct lull_ring *ring, lull_record_fn fn,
 }
 
 /*
- * The next thing to hand out for the cold callers: a record (1), the fatal
- * or poison record (2), nothing (0) or -EPIPE / -EPROTO.  *endp is where
- * the head goes once it is consumed.
+ * The next thing to hand out for the cold callers: a record (1, of lane
+ * *lanep), the fatal or poison record (2), nothing (0) or -EPIPE /
+ * -EPROTO.  *endp is where the lane's head goes once it is consumed.
  */
 static int next_any(struct lull_ring *ring, struct lull_record *rec,
-		    uint64_t *endp)
+		    uint32_t *lanep, uint64_t *endp)
 {
+	bool discarding = closure_discarding(ring);
+	uint32_t lane = ring->next_lane;
+	struct lull_cursor *cur;
 	int found;
 
-	if (closure_first(ring))
-		found = 0, *endp = ring->head;
-	else
-		found = next_record(ring, ring->head, rec, endp);
-	if (found != 0)
-		return found;
-	found = closure_next(ring, endp, rec);
+	for (uint32_t visited = 0; visited < ring->lanes; visited++) {
+		cur = &ring->cursor[lane];
+		if (lane_open_to(ring, cur, discarding)) {
+			found = next_record(ring, cur, cur->head, rec, endp);
+			if (found < 0)
+				return found;
+			if (found == NEXT_RECORD) {
+				*lanep = lane;
+				return 1;
+			}
+			/* Past trailing padding, as a read goes: the end
+			 * of a closing lane may lie behind it. */
+			advance_head(ring, cur, *endp);
+		}
+		if (++lane == ring->lanes)
+			lane = 0;
+	}
+	found = closure_next(ring, rec);
 	return found > 0 ? 2 : found;
 }
 
 LULL_EXPORT int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec)
 {
-	uint64_t end;
+	uint64_t end = 0;
+	uint32_t lane = 0;
 	int found;
 	int ret = consumer_check(ring);
 
@@ -362,17 +459,25 @@ LULL_EXPORT int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec)
 		return ret;
 	if (unlikely(!rec))
 		return -EINVAL;
-	found = next_any(ring, rec, &end);
+	/* The same record until its release, whatever arrived since. */
+	if (ring->peeked) {
+		*rec = ring->peek_rec;
+		return 0;
+	}
+	found = next_any(ring, rec, &lane, &end);
 	if (found <= 0)
 		return found < 0 ? found : -EAGAIN;
 	ring->peeked = true;
 	ring->peeked_closure = found == 2;
+	ring->peek_lane = lane;
 	ring->peek_end = end;
+	ring->peek_rec = *rec;
 	return 0;
 }
 
 LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 {
+	struct lull_cursor *cur;
 	int ret = consumer_check(ring);
 
 	if (unlikely(ret < 0))
@@ -380,10 +485,16 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 	if (unlikely(!ring->peeked))
 		return -EINVAL;
 	ring->peeked = false;
-	/* Committed records do not change until consumed: peek_end holds. */
-	advance_head(ring, ring->peek_end);
-	if (ring->peeked_closure)
+	if (ring->peeked_closure) {
 		closure_consume(ring);
+		return 0;
+	}
+	cur = &ring->cursor[ring->peek_lane];
+	/* Committed records do not change until consumed: peek_end holds. */
+	cur->in_batch = record_more(&ring->peek_rec);
+	advance_head(ring, cur, ring->peek_end);
+	if (ring->lanes > 1)
+		ring->next_lane = (ring->peek_lane + 1) % ring->lanes;
 	return 0;
 }
 
@@ -391,41 +502,50 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
  * A query, unlike next_any(): what a read would find, without taking any
  * shutdown step (no seal, no head published), so that the park's re-check
  * and the spins may ask as often as they like.  It foresees each step of
- * closure_next(): the fatal or poison record is next once the final tail
- * is known and reached (or the rest is discarded); before that, only a
+ * closure_next(): the fatal or poison record is next once the final tails
+ * are known and reached (or the rest is discarded); before that, only a
  * committed record is readable.
  */
 bool lull__ring_readable(const struct lull_ring *ring)
 {
+	bool discarding = closure_discarding(ring);
+	const struct lull_cursor *cur;
 	struct lull_record rec;
-	uint64_t end = ring->head, final_tail;
+	uint64_t end, final_tail;
 	uint32_t state;
 	int found;
 
-	if (!closure_first(ring)) {
-		found = next_record(ring, ring->head, &rec, &end);
-		if (found != 0)
+	for (uint32_t i = 0; i < ring->lanes; i++) {
+		cur = &ring->cursor[i];
+		if (!lane_open_to(ring, cur, discarding))
+			continue;
+		found = next_record(ring, cur, cur->head, &rec, &end);
+		if (found == NEXT_RECORD || found < 0)
 			return true; /* a record, or a corrupt one: -EPROTO */
 	}
-	switch (ring->closing) {
-	case LULL_CLOSING_OPEN:
-		/* Pairs with the seq_cst RMWs of lull__shutdown(). */
-		state = atomic_load_explicit(&ring->region->state,
-					     memory_order_acquire);
-		if (!(state & LULL_STATE_CLOSED) ||
-		    !closure_final_tail(ring, state, &final_tail))
-			return false;
-		break;
-	case LULL_CLOSING_DRAIN:
-		/* Pairs with the seq_cst RMW of lull__shutdown(). */
-		state = atomic_load_explicit(&ring->region->state,
-					     memory_order_acquire);
-		final_tail = ring->final_tail;
-		break;
-	default:
+	if (ring->closing >= LULL_CLOSING_FATAL)
 		return true; /* fatal, poison, or -EPIPE */
+	/* Pairs with the seq_cst RMWs of lull__shutdown(). */
+	state = atomic_load_explicit(&ring->region->state,
+				     memory_order_acquire);
+	if (!(state & LULL_STATE_CLOSED))
+		return false;
+	if (ring->closing == LULL_CLOSING_OPEN &&
+	    !closure_settled(ring, state))
+		return false;
+	if (state & LULL_STATE_DISCARD)
+		return true;
+	for (uint32_t i = 0; i < ring->lanes; i++) {
+		cur = &ring->cursor[i];
+		final_tail = ring->closing == LULL_CLOSING_OPEN
+				     ? closure_final_tail(ring, cur)
+				     : cur->final_tail;
+		end = cur->head;
+		(void)next_record(ring, cur, cur->head, &rec, &end);
+		if (end != final_tail)
+			return false;
 	}
-	return (state & LULL_STATE_DISCARD) || end == final_tail;
+	return true;
 }
 
 LULL_EXPORT int lull_ring_close(struct lull_ring *ring)

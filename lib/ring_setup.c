@@ -21,37 +21,94 @@ static bool capacity_is_valid(size_t capacity)
 	       (capacity & (capacity - 1)) == 0;
 }
 
-static bool mode_is_valid(uint32_t mode)
+/*
+ * Split creation flags into the topology and its lane count: SPSC and
+ * MPSC have one lane, LULL_RING_LANES(n) has n.  Returns false for
+ * anything else.
+ */
+static bool topology_parse(unsigned flags, uint32_t *modep, uint32_t *lanesp)
 {
-	return mode == LULL_RING_SPSC || mode == LULL_RING_MPSC;
+	uint32_t mode = flags & 0xffu, lanes = flags >> 8;
+
+	*modep = 0;
+	*lanesp = 0;
+	if (mode == LULL_RING_SPSC || mode == LULL_RING_MPSC) {
+		if (lanes)
+			return false;
+		lanes = 1;
+	} else if (mode != LULL_MODE_LANES || lanes < 1 ||
+		   lanes > LULL_RING_LANES_MAX) {
+		return false;
+	}
+	*modep = mode;
+	*lanesp = lanes;
+	return true;
+}
+
+static uint64_t region_data_offset(uint32_t lanes)
+{
+	return LULL_REGION_LANES_OFFSET +
+	       (uint64_t)lanes * sizeof(struct lull_lane);
+}
+
+static uint64_t region_size(size_t capacity, uint32_t lanes)
+{
+	return region_data_offset(lanes) + (uint64_t)lanes * capacity;
+}
+
+LULL_EXPORT ssize_t lull_ring_region_size_for(size_t capacity, unsigned flags)
+{
+	uint32_t mode, lanes;
+
+	if (!capacity_is_valid(capacity) ||
+	    !topology_parse(flags, &mode, &lanes))
+		return -EINVAL;
+	return (ssize_t)region_size(capacity, lanes);
 }
 
 LULL_EXPORT ssize_t lull_ring_region_size(size_t capacity)
 {
-	if (!capacity_is_valid(capacity))
-		return -EINVAL;
-	return (ssize_t)(LULL_REGION_DATA_OFFSET + capacity);
+	return lull_ring_region_size_for(capacity, LULL_RING_SPSC);
+}
+
+/*
+ * Point each consumer cursor at its lane, from where the previous
+ * consumer (if any) stopped.
+ */
+static void cursors_load(struct lull_ring *ring)
+{
+	for (uint32_t i = 0; i < ring->lanes; i++)
+		/*
+		 * Pairs with the release store of head by the previous
+		 * consumer: we resume exactly where it stopped, with its
+		 * zeroing done.
+		 */
+		ring->cursor[i].head = atomic_load_explicit(
+			&ring->cursor[i].lane->head, memory_order_acquire);
 }
 
 static int handle_new(struct lull_ring **ringp, struct lull_region *region)
 {
 	struct lull_ring *ring;
+	size_t size = sizeof(*ring) + region->lanes * sizeof(ring->cursor[0]);
 
-	ring = aligned_alloc(LULL_LINE_PAIR, sizeof(*ring));
+	/* aligned_alloc wants a multiple of the alignment. */
+	size = (size + LULL_LINE_PAIR - 1) & ~(size_t)(LULL_LINE_PAIR - 1);
+	ring = aligned_alloc(LULL_LINE_PAIR, size);
 	if (!ring)
 		return -ENOMEM;
-	memset(ring, 0, sizeof(*ring));
+	memset(ring, 0, size);
 	ring->region = region;
-	ring->data = (unsigned char *)region + region->data_offset;
 	ring->mask = region->capacity - 1;
 	ring->mode = region->mode;
+	ring->lanes = region->lanes;
 	ring->max_record = (uint32_t)(region->capacity / 8);
 	atomic_init(&ring->attached, 0);
-	/*
-	 * Pairs with the release store of head by the previous consumer (if
-	 * any): we resume exactly where it stopped, with its zeroing done.
-	 */
-	ring->head = atomic_load_explicit(&region->head, memory_order_acquire);
+	for (uint32_t i = 0; i < ring->lanes; i++) {
+		ring->cursor[i].lane = lull__lane(region, i);
+		ring->cursor[i].data = lull__lane_data(region, i);
+	}
+	cursors_load(ring);
 	ring->spin_ns = LULL_PARK_SPIN_DEFAULT_NS;
 	ring->safety_ns = lull__safety_ns(0);
 	ring->eventfd = -1;
@@ -86,9 +143,7 @@ static int consumer_role_take(struct lull_ring *ring)
 						     memory_order_relaxed))
 		return -EBUSY;
 	ring->is_consumer = true;
-	/* Pairs with the previous consumer's release stores of head. */
-	ring->head = atomic_load_explicit(&ring->region->head,
-					  memory_order_acquire);
+	cursors_load(ring);
 	return 0;
 }
 
@@ -103,9 +158,11 @@ static void consumer_role_drop(struct lull_ring *ring)
 }
 
 static void region_format(struct lull_region *region, size_t size,
-			  size_t capacity, uint32_t mode, uint32_t flags,
-			  bool fresh)
+			  size_t capacity, uint32_t mode, uint32_t lanes,
+			  uint32_t flags, bool fresh)
 {
+	struct lull_lane *lane;
+
 	/*
 	 * The whole data area must read as zero: in either topology a zero
 	 * length is how the consumer knows a record is not written yet.
@@ -119,15 +176,20 @@ static void region_format(struct lull_region *region, size_t size,
 	region->mode = mode;
 	region->flags = flags;
 	region->capacity = capacity;
-	region->region_size = LULL_REGION_DATA_OFFSET + capacity;
-	region->data_offset = LULL_REGION_DATA_OFFSET;
-	atomic_init(&region->tail, 0);
-	atomic_init(&region->head, 0);
+	region->lanes = lanes;
+	region->region_size = region_size(capacity, lanes);
+	region->data_offset = region_data_offset(lanes);
+	for (uint32_t i = 0; i < lanes; i++) {
+		lane = lull__lane(region, i);
+		atomic_init(&lane->tail, 0);
+		atomic_init(&lane->head, 0);
+		atomic_init(&lane->busy, 0);
+		atomic_init(&lane->owner, 0);
+	}
 	atomic_init(&region->producers, 0);
 	atomic_init(&region->consumer, 0);
 	atomic_init(&region->park, LULL_PARK_AWAKE);
 	atomic_init(&region->state, 0);
-	atomic_init(&region->busy, 0);
 	atomic_init(&region->fatal_state, 0);
 	atomic_init(&region->wake_fd, -1);
 	atomic_init(&region->wake_pid, 0);
@@ -147,14 +209,16 @@ static int create_in(struct lull_ring **ringp, void *mem, size_t size,
 		     size_t capacity, unsigned flags, bool owns_region)
 {
 	struct lull_ring *ring;
+	uint32_t mode, lanes;
 	int ret;
 
+	(void)topology_parse(flags, &mode, &lanes); /* checked by callers */
 	/*
 	 * A region lull allocates privately can only have producers in this
 	 * process, so the asymmetric barrier applies.  Caller memory may be
 	 * shared with other processes, which membarrier does not reach.
 	 */
-	region_format(mem, size, capacity, flags,
+	region_format(mem, size, capacity, mode, lanes,
 		      owns_region && asym_barrier_available()
 			      ? LULL_REGION_ASYM_BARRIER
 			      : 0,
@@ -176,9 +240,9 @@ LULL_EXPORT int lull_ring_create_in(struct lull_ring **ringp, void *mem,
 				    size_t size, size_t capacity,
 				    unsigned flags)
 {
-	ssize_t need = lull_ring_region_size(capacity);
+	ssize_t need = lull_ring_region_size_for(capacity, flags);
 
-	if (!ringp || !mem || need < 0 || !mode_is_valid(flags))
+	if (!ringp || !mem || need < 0)
 		return -EINVAL;
 	if ((uintptr_t)mem % LULL_LINE_PAIR || size < (size_t)need)
 		return -EINVAL;
@@ -188,11 +252,11 @@ LULL_EXPORT int lull_ring_create_in(struct lull_ring **ringp, void *mem,
 LULL_EXPORT int lull_ring_create(struct lull_ring **ringp, size_t capacity,
 				 unsigned flags)
 {
-	ssize_t need = lull_ring_region_size(capacity);
+	ssize_t need = lull_ring_region_size_for(capacity, flags);
 	int ret, saved_errno;
 	void *mem;
 
-	if (!ringp || need < 0 || !mode_is_valid(flags))
+	if (!ringp || need < 0)
 		return -EINVAL;
 	/*
 	 * mmap: page aligned, and large rings are committed lazily.  errno is
@@ -215,20 +279,25 @@ LULL_EXPORT int lull_ring_open(struct lull_ring **ringp, void *mem,
 {
 	struct lull_region *region = mem;
 	struct lull_ring *ring;
+	uint32_t mode, lanes;
 	int ret;
 
 	if (!ringp || !mem || (uintptr_t)mem % LULL_LINE_PAIR ||
-	    (flags & ~LULL_OPEN_CONSUMER) || size < LULL_REGION_DATA_OFFSET)
+	    (flags & ~LULL_OPEN_CONSUMER) || size < LULL_REGION_LANES_OFFSET)
 		return -EINVAL;
 	/* Pairs with the release store of magic in region_format(). */
 	if (atomic_load_explicit(&region->magic, memory_order_acquire) !=
 		    LULL_REGION_MAGIC ||
 	    region->layout_version != LULL_LAYOUT_VERSION ||
-	    !mode_is_valid(region->mode) ||
+	    !topology_parse(region->mode == LULL_MODE_LANES
+				    ? LULL_RING_LANES(region->lanes)
+				    : region->mode,
+			    &mode, &lanes) ||
+	    lanes != region->lanes ||
 	    (region->flags & ~LULL_REGION_ASYM_BARRIER) ||
 	    !capacity_is_valid(region->capacity) ||
-	    region->data_offset != LULL_REGION_DATA_OFFSET ||
-	    region->region_size != LULL_REGION_DATA_OFFSET + region->capacity)
+	    region->data_offset != region_data_offset(lanes) ||
+	    region->region_size != region_size(region->capacity, lanes))
 		return -EPROTO;
 	if (size < region->region_size)
 		return -EINVAL;

@@ -27,7 +27,8 @@ uint32_t lull__shutdown(struct lull_region *region, unsigned how,
 	 * tail).  seq_cst on both RMWs keeps them in this order for everyone.
 	 */
 	if (region->mode == LULL_RING_MPSC)
-		atomic_fetch_or_explicit(&region->tail, LULL_TAIL_CLOSED,
+		atomic_fetch_or_explicit(&lull__lane(region, 0)->tail,
+					 LULL_TAIL_CLOSED,
 					 memory_order_seq_cst);
 	old = atomic_fetch_or_explicit(&region->state, bits,
 				       memory_order_seq_cst);

@@ -115,6 +115,9 @@ struct lull_ring_stats {
 	uint64_t room_wakes;     /* wake-up calls for producers waiting for
 				    room (lull_producer_wait), by the
 				    consumer or a shutdown */
+	uint64_t claim_waits;    /* MPSC: reads that stopped at a record
+				    claimed but not yet committed, waiting
+				    behind its producer */
 };
 
 /*

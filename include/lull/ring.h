@@ -19,9 +19,21 @@
  *   LULL_RING_MPSC  any number of producers claim space concurrently and
  *                   commit independently: a slow producer never makes another
  *                   producer wait; only the consumer waits at a record that
- *                   is claimed but not yet committed.
+ *                   is claimed but not yet committed.  One order for all:
+ *                   records are read in the order their space was claimed.
+ *   LULL_RING_LANES(n)
+ *                   up to n (1..LULL_RING_LANES_MAX) producers attached at
+ *                   once, each writing a lane of its own as an SPSC
+ *                   producer writes its ring: no atomic read-modify-write,
+ *                   no line shared with another producer, and a producer
+ *                   preempted mid-write delays nobody.  The consumer merges
+ *                   the lanes, taking from each in turn: each producer's
+ *                   records arrive in its order, with no order promised
+ *                   between producers (as with a queue per producer).
+ *                   Capacity is per lane.  An attach beyond n is -EBUSY.
  * Producers use the lull_spsc_*() or lull_mpsc_*() calls that match the
- * ring; the other family fails with -EINVAL.
+ * ring; the other family fails with -EINVAL.  A LANES producer may use
+ * either family.
  *
  * Progress: every call is lock-free and returns without waiting: a full ring
  * is -EAGAIN on the producer side, an empty one -EAGAIN on the consumer side.
@@ -109,6 +121,8 @@ extern "C" {
 /* Ring topology, given to lull_ring_create() and lull_ring_create_in(). */
 #define LULL_RING_SPSC 1u
 #define LULL_RING_MPSC 2u
+#define LULL_RING_LANES(n) (3u | ((unsigned)(n) << 8))
+#define LULL_RING_LANES_MAX 64u
 
 /* lull_ring_open() flag: take the consumer role for this handle. */
 #define LULL_OPEN_CONSUMER 1u
@@ -169,6 +183,23 @@ struct lull_record {
 };
 
 /*
+ * One record of a batch claim (lull_spsc_claim_batch()): the caller sets
+ * type and len; the claim sets data, where the payload goes (8-byte
+ * aligned).
+ */
+struct lull_claim {
+	void *data;
+	uint32_t len;
+	int32_t type;
+};
+
+/* A producer's counters (lull_producer_stats()). */
+struct lull_producer_stats {
+	uint64_t claim_retries; /* MPSC: claims that lost a race for the
+				   shared tail and tried again */
+};
+
+/*
  * Batch handler: called once per record, in ring order, on the consumer's
  * thread.  Returns LULL_READ_CONTINUE, LULL_READ_STOP or LULL_READ_KEEP; any
  * other value acts as LULL_READ_STOP.
@@ -176,16 +207,26 @@ struct lull_record {
 typedef int (*lull_record_fn)(const struct lull_record *rec, void *ctx);
 
 /*
- * Bytes of memory a region of the given capacity needs (header, indices,
- * control block and data).  Any thread.
+ * Bytes of memory an SPSC or MPSC region of the given capacity needs
+ * (header, indices, control block and data).  Any thread.
  * Returns the size, or -EINVAL when capacity is not a power of two in
  * [LULL_RING_MIN_CAPACITY, LULL_RING_MAX_CAPACITY].
  */
 ssize_t lull_ring_region_size(size_t capacity);
 
 /*
- * Allocate a region of @capacity data bytes with topology @flags
- * (LULL_RING_SPSC or LULL_RING_MPSC) and a handle holding the consumer role.
+ * Bytes of memory a region of topology @flags (LULL_RING_SPSC,
+ * LULL_RING_MPSC or LULL_RING_LANES(n)) needs, with @capacity bytes of
+ * data in each lane.  Any thread.  Returns the size, or -EINVAL (bad
+ * capacity as above, unknown topology, a lane count outside
+ * 1..LULL_RING_LANES_MAX).
+ */
+ssize_t lull_ring_region_size_for(size_t capacity, unsigned flags);
+
+/*
+ * Allocate a region of @capacity data bytes (per lane) with topology
+ * @flags (LULL_RING_SPSC, LULL_RING_MPSC or LULL_RING_LANES(n)) and a
+ * handle holding the consumer role.
  * Any thread.  Returns 0 and sets *ringp, or -EINVAL, -ENOMEM.
  */
 int lull_ring_create(struct lull_ring **ringp, size_t capacity,
@@ -193,7 +234,7 @@ int lull_ring_create(struct lull_ring **ringp, size_t capacity,
 
 /*
  * Lay out a new region in caller memory @mem of @size bytes (at least
- * lull_ring_region_size(capacity), 128-byte aligned; the caller keeps
+ * lull_ring_region_size_for(capacity, flags), 128-byte aligned; the caller keeps
  * ownership and must keep it alive until every handle on it is destroyed)
  * and return a handle holding the consumer role.  Any previous content is
  * overwritten: call it once per region, then lull_ring_open() from others.
@@ -232,13 +273,15 @@ ssize_t lull_ring_max_payload(const struct lull_ring *ring);
 
 /*
  * Attach a producer to the ring.  On an SPSC ring only one producer may be
- * attached at a time.  The producer is then used by one thread at a time.
+ * attached at a time, on a LANES ring one per lane (a detached producer's
+ * lane goes to the next one to attach, which goes on where it stopped).  The producer is then used by one thread at a time.
  * With LULL_PRODUCER_THREAD it is bound to the calling thread: when that
  * thread ends by any path (return from its start routine, pthread_exit(),
  * pthread_cancel()) the producer detaches by itself, aborting a claim it
  * still holds, so a dead thread never leaves the consumer waiting.
  * Any thread.  Returns 0 and sets *prodp, or -EINVAL (unknown flags),
- * -EBUSY (a second SPSC producer), -EPIPE (the ring is shut down), -ENOMEM.
+ * -EBUSY (a second SPSC producer, or every lane taken), -EPIPE (the ring
+ * is shut down), -ENOMEM.
  */
 int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 			 struct lull_producer **prodp);
@@ -252,6 +295,13 @@ int lull_producer_attach(struct lull_ring *ring, unsigned flags,
  * thread-bound producer from another thread).
  */
 int lull_producer_detach(struct lull_producer *prod);
+
+/*
+ * A producer's counters.  The producer's thread, or any thread while it
+ * is not used.  Returns 0 or -EINVAL.
+ */
+int lull_producer_stats(const struct lull_producer *prod,
+			struct lull_producer_stats *st);
 
 /*
  * Shut the ring down (see "Shutdown" above), gracefully or immediately
@@ -310,6 +360,36 @@ int lull_spsc_commit(struct lull_producer *prod);
 int lull_spsc_abort(struct lull_producer *prod);
 
 /*
+ * Batches: @count records (at least 1) claimed at once and published with
+ * one store, so the consumer sees all of them or none.
+ *
+ * claim_batch: reserve @count records, each of claims[i].type and
+ *         claims[i].len, and set each claims[i].data; nothing is visible
+ *         until lull_spsc_commit(), which publishes them all (or
+ *         lull_spsc_abort(), which drops them all).  The claim counts as
+ *         the producer's one claim.
+ * write_batch: copy @count records (recs[i].data, .len, .type) and publish
+ *         them together.
+ *
+ * A batch is delivered whole: the consumer reads its records in order,
+ * one by one as any others (and may stop between two of them), but a
+ * shutdown (even an immediate one, once the consumer took its first
+ * record), an abort or a detach never delivers part of one.  The records
+ * of a batch, with the padding of a wrap, must fit in an empty ring:
+ * their total size (each 8-byte header plus payload, rounded up to 8)
+ * may be at most the capacity minus lull_ring_max_payload() minus 8.
+ *
+ * Return 0, or the errors of lull_spsc_claim() (-EINVAL also for @count
+ * 0, a NULL array or a record with a reserved type, -EMSGSIZE also for a
+ * batch too large for the ring, -EAGAIN when the whole batch does not
+ * fit now: nothing was written).
+ */
+int lull_spsc_claim_batch(struct lull_producer *prod,
+			  struct lull_claim *claims, unsigned count);
+int lull_spsc_write_batch(struct lull_producer *prod,
+			  const struct lull_record *recs, unsigned count);
+
+/*
  * MPSC producer calls: the same contract as the SPSC ones, for producers of
  * an MPSC ring; different producers may call them concurrently.  An aborted
  * claim becomes a padding record that the consumer skips.  -EINVAL also for
@@ -325,8 +405,21 @@ int lull_mpsc_commit(struct lull_producer *prod);
 int lull_mpsc_abort(struct lull_producer *prod);
 
 /*
+ * MPSC batches: as the SPSC ones, with one atomic claim of the shared
+ * tail for the whole batch.  Its records are consecutive in the ring:
+ * no other producer's record comes between them.
+ */
+int lull_mpsc_claim_batch(struct lull_producer *prod,
+			  struct lull_claim *claims, unsigned count);
+int lull_mpsc_write_batch(struct lull_producer *prod,
+			  const struct lull_record *recs, unsigned count);
+
+/*
  * Consumer: hand up to @limit committed records to @fn in ring order, in
  * place (no copy), and publish the new read position once for the batch.
+ * On a LANES ring, the lanes are taken in turn, each read starting where
+ * the last one left off: every lane's records in their order, and a busy
+ * lane cannot keep the others waiting for more than one read.
  * Stops early at a record that is claimed but not yet committed, or when @fn
  * returns LULL_READ_STOP or LULL_READ_KEEP.  Must not be mixed with an
  * outstanding lull_ring_peek().  The consumer's thread only.

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring_batch.c - claims: one record or a batch of records claimed at once,
+ * committed or aborted as a whole, and the vectored batch write.
+ *
+ * A batch is laid out like records written one by one (a record that
+ * would straddle the end of the data area is preceded by padding), and
+ * every header but one is written while the batch is claimed.  The one
+ * left, the gate, is the first header the consumer will reach: the lane's
+ * tail for a lane producer, the first record for an MPSC producer (whose
+ * leading padding is published at once, as for a single claim).  The
+ * commit is one release store of the gate's length, so the consumer sees
+ * the whole batch or none of it, and an abort, a shutdown or a dead
+ * producer never shows it half.  Every record but the last carries
+ * LULL_LENGTH_BATCH_MORE, so that an immediate shutdown never cuts a batch
+ * the consumer began (ring_read.c).
+ */
+#include <string.h>
+
+#include "lane.h"
+
+/*
+ * Where a batch's records come from: claims (the caller writes payloads
+ * after the claim) or records (copied in by lull_*_write_batch()).
+ */
+struct batch_src {
+	struct lull_claim *claims;
+	const struct lull_record *recs;
+	unsigned count;
+};
+
+static inline uint32_t src_len(const struct batch_src *src, unsigned i)
+{
+	return src->claims ? src->claims[i].len : src->recs[i].len;
+}
+
+static inline int32_t src_type(const struct batch_src *src, unsigned i)
+{
+	return src->claims ? src->claims[i].type : src->recs[i].type;
+}
+
+static inline uint64_t record_size(uint32_t len)
+{
+	return lull__align8((uint64_t)LULL_RECORD_HEADER_SIZE + len);
+}
+
+/*
+ * Check every record of a batch.  A batch must fit in an empty lane
+ * wherever it starts: its records, plus the padding of at most one wrap,
+ * which is shorter than the largest record.  Returns 0, -EINVAL or
+ * -EMSGSIZE.
+ */
+static int batch_check(const struct lull_producer *prod,
+		       const struct batch_src *src)
+{
+	uint64_t total = 0;
+	uint32_t max_len = prod->max_record - LULL_RECORD_HEADER_SIZE;
+
+	if (!src->count || (!src->claims && !src->recs))
+		return -EINVAL;
+	for (unsigned i = 0; i < src->count; i++) {
+		if (src_type(src, i) < 1 ||
+		    (src->recs && src->recs[i].len && !src->recs[i].data))
+			return -EINVAL;
+		if (src_len(src, i) > max_len)
+			return -EMSGSIZE;
+		total += record_size(src_len(src, i));
+	}
+	if (total > prod->mask + 1 - prod->max_record)
+		return -EMSGSIZE;
+	return 0;
+}
+
+/* Where a batch placed at @start ends, and where its first record is. */
+static uint64_t batch_end(const struct lull_producer *prod,
+			  const struct batch_src *src, uint64_t start,
+			  uint64_t *firstp)
+{
+	uint64_t pos = start, size;
+
+	for (unsigned i = 0; i < src->count; i++) {
+		size = record_size(src_len(src, i));
+		pos += lull__wrap_padding(pos, prod->mask, size);
+		if (i == 0)
+			*firstp = pos;
+		pos += size;
+	}
+	return pos;
+}
+
+/*
+ * Write a header that the gate will publish: plain type, relaxed length.
+ * The consumer reaches it only through the gate, whose release store
+ * (lull_*_commit()) orders this before.
+ */
+static inline void header_behind_gate(struct lull_producer *prod,
+				      uint64_t pos, int32_t length,
+				      int32_t type)
+{
+	struct lull_record_header *hdr =
+		lull__header_at(prod->data, prod->mask, pos);
+
+	hdr->type = type;
+	atomic_store_explicit(&hdr->length, length, memory_order_relaxed);
+}
+
+/*
+ * Lay the batch out from @start: every header but the one at @gate, whose
+ * length and type are kept for the commit; payloads copied in (records)
+ * or their places handed out (claims).  Then the producer holds a claim.
+ */
+static void batch_place(struct lull_producer *prod,
+			const struct batch_src *src, uint64_t start,
+			uint64_t gate, uint64_t end)
+{
+	uint64_t pos = start, size, pad;
+	int32_t length, type;
+	void *payload;
+
+	for (unsigned i = 0; i < src->count; i++) {
+		size = record_size(src_len(src, i));
+		pad = lull__wrap_padding(pos, prod->mask, size);
+		if (pad && pos == gate) {
+			prod->claim_length = (uint32_t)pad;
+			prod->claim_type = LULL_TYPE_PADDING;
+		} else if (pad) {
+			header_behind_gate(prod, pos, (int32_t)pad,
+					   LULL_TYPE_PADDING);
+		}
+		pos += pad;
+		length = (int32_t)(LULL_RECORD_HEADER_SIZE + src_len(src, i));
+		if (i + 1 < src->count)
+			length |= LULL_LENGTH_BATCH_MORE;
+		type = src_type(src, i);
+		if (pos == gate) {
+			prod->claim_length = (uint32_t)length;
+			prod->claim_type = type;
+		} else {
+			header_behind_gate(prod, pos, length, type);
+		}
+		payload = lull__header_at(prod->data, prod->mask, pos) + 1;
+		if (src->claims)
+			src->claims[i].data = payload;
+		else
+			lull__copy_payload(payload, src->recs[i].data,
+					   src->recs[i].len);
+		pos += size;
+	}
+	prod->claimed = true;
+	prod->claim_start = gate;
+	prod->claim_end = end;
+}
+
+/* A lane producer claims a batch at its tail; busy until commit or abort. */
+static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
+{
+	uint64_t tail, end, first;
+	int ret;
+
+	ret = lane_check(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	ret = batch_check(prod, src);
+	if (unlikely(ret < 0))
+		return ret;
+	ret = lane_enter(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	tail = lane_tail(prod);
+	end = batch_end(prod, src, tail, &first);
+	if (unlikely(!lane_room(prod, end))) {
+		lane_leave(prod);
+		return -EAGAIN;
+	}
+	/* The gate is the tail: padding, or the first record. */
+	batch_place(prod, src, tail, tail, end);
+	prod->claim_pos = first;
+	return 0;
+}
+
+/*
+ * An MPSC producer claims a batch with one CAS on the shared tail, as
+ * mpsc_reserve() does one record (ring_mpsc.c, which explains the
+ * orders); a wrap before the first record is published at once as
+ * padding, so the gate is the first record.
+ */
+static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
+{
+	struct lull_record_header *hdr;
+	struct lull_lane *lane;
+	uint64_t cap, tail, end, first;
+	int ret;
+
+	if (unlikely(!prod || prod->mode != LULL_RING_MPSC))
+		return -EINVAL;
+	if (unlikely(prod->claimed))
+		return -EBUSY;
+	lane = prod->lane;
+	cap = prod->mask + 1;
+	ret = batch_check(prod, src);
+	if (unlikely(ret < 0))
+		return ret;
+	/* Relaxed: the CAS validates it. */
+	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
+	for (;;) {
+		if (unlikely(tail & LULL_TAIL_CLOSED))
+			return -EPIPE;
+		end = batch_end(prod, src, tail, &first);
+		if (unlikely((int64_t)(end - prod->head_cache) > (int64_t)cap)) {
+			/* Pairs with the consumer's release store of head. */
+			prod->head_cache = atomic_load_explicit(
+				&lane->head, memory_order_acquire);
+			if ((int64_t)(end - prod->head_cache) > (int64_t)cap)
+				return -EAGAIN;
+		}
+		/* Relaxed: as in mpsc_reserve(). */
+		if (atomic_compare_exchange_weak_explicit(
+			    &lane->tail, &tail, end, memory_order_relaxed,
+			    memory_order_relaxed))
+			break;
+		prod->claim_retries++;
+	}
+	if (first != tail) {
+		hdr = lull__header_at(prod->data, prod->mask, tail);
+		hdr->type = LULL_TYPE_PADDING;
+		/* Pairs with the consumer's acquire load of length. */
+		atomic_store_explicit(&hdr->length, (int32_t)(first - tail),
+				      memory_order_release);
+	}
+	/* Relaxed: "claimed" only tells the consumer to wait here. */
+	hdr = lull__header_at(prod->data, prod->mask, first);
+	atomic_store_explicit(&hdr->length, INT32_MIN, memory_order_relaxed);
+	batch_place(prod, src, first, first, end);
+	prod->claim_pos = first;
+	return 0;
+}
+
+/* Publish the claim: the gate's release store, then the lane's tail. */
+static void claim_commit(struct lull_producer *prod)
+{
+	struct lull_record_header *hdr =
+		lull__header_at(prod->data, prod->mask, prod->claim_start);
+
+	prod->claimed = false;
+	hdr->type = prod->claim_type;
+	/*
+	 * Pairs with the consumer's acquire load of length: every header
+	 * and payload of the batch, written before, is visible once the
+	 * gate is.
+	 */
+	atomic_store_explicit(&hdr->length, (int32_t)prod->claim_length,
+			      memory_order_release);
+	if (prod->mode == LULL_RING_MPSC) {
+		lull__notify(prod);
+		return;
+	}
+	lane_tail_store(prod, prod->claim_end);
+	lane_leave(prod);
+}
+
+/* Zero [from, to) of a lane's data area, which may wrap. */
+static void lane_zero(struct lull_producer *prod, uint64_t from, uint64_t to)
+{
+	uint64_t off = from & prod->mask;
+	uint64_t len = to - from;
+	uint64_t first = prod->mask + 1 - off;
+
+	if (first > len)
+		first = len;
+	memset(prod->data + off, 0, first);
+	if (len > first)
+		memset(prod->data, 0, len - first);
+}
+
+/* Drop the claim: the consumer never sees any of it. */
+static void claim_abort(struct lull_producer *prod)
+{
+	uint64_t start = prod->claim_start, end = prod->claim_end, first;
+	struct lull_record_header *hdr;
+
+	prod->claimed = false;
+	if (prod->mode != LULL_RING_MPSC) {
+		/*
+		 * Nothing was published and the tail stays: zero all but the
+		 * gate (which reads 0 and which the consumer may be polling
+		 * right now), or on the next lap the consumer could take a
+		 * header written here, or a stale payload byte, for a record.
+		 */
+		lane_zero(prod, start + LULL_RECORD_HEADER_SIZE, end);
+		lane_leave(prod);
+		return;
+	}
+	/*
+	 * Others may have claimed past it, so the space cannot be given
+	 * back: it becomes padding that the consumer skips (and zeroes).  A
+	 * padding never crosses the end of the data area, so a batch that
+	 * wraps becomes two, the second one behind the gate.
+	 */
+	first = prod->mask + 1 - (start & prod->mask);
+	if (first > end - start)
+		first = end - start;
+	if (end - start > first)
+		header_behind_gate(prod, start + first,
+				   (int32_t)(end - start - first),
+				   LULL_TYPE_PADDING);
+	hdr = lull__header_at(prod->data, prod->mask, start);
+	hdr->type = LULL_TYPE_PADDING;
+	/* Pairs with the consumer's acquire load of length. */
+	atomic_store_explicit(&hdr->length, (int32_t)first,
+			      memory_order_release);
+	/* A padding can make the records behind it readable. */
+	lull__notify(prod);
+}
+
+/* Write a batch of records: a claim, the copies, the commit. */
+static int batch_write(struct lull_producer *prod, const struct batch_src *src,
+		       bool mpsc)
+{
+	int ret = mpsc ? mpsc_claim(prod, src) : lane_claim(prod, src);
+
+	if (ret == 0)
+		claim_commit(prod);
+	return ret;
+}
+
+/*
+ * The single claims, a batch of one; -EINVAL (not -EBUSY) for a NULL
+ * @datap, before anything else.
+ */
+static int claim_one(struct lull_producer *prod, int32_t type, size_t len,
+		     void **datap, bool mpsc)
+{
+	struct lull_claim claim;
+	struct batch_src src = { .claims = &claim, .count = 1 };
+	int ret;
+
+	if (unlikely(!datap))
+		return -EINVAL;
+	/* Too long either way: batch_check() says -EMSGSIZE. */
+	claim.len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+	claim.type = type;
+	ret = mpsc ? mpsc_claim(prod, &src) : lane_claim(prod, &src);
+	if (ret == 0)
+		*datap = claim.data;
+	return ret;
+}
+
+/* Commit and abort of either family: the claim says what it was. */
+static int claim_end_check(const struct lull_producer *prod, bool mpsc)
+{
+	if (unlikely(!prod || !prod->claimed ||
+		     (prod->mode == LULL_RING_MPSC) != mpsc))
+		return -EINVAL;
+	return 0;
+}
+
+LULL_EXPORT int lull_spsc_claim(struct lull_producer *prod, int32_t type,
+				size_t len, void **datap)
+{
+	return claim_one(prod, type, len, datap, false);
+}
+
+LULL_EXPORT int lull_spsc_claim_batch(struct lull_producer *prod,
+				      struct lull_claim *claims,
+				      unsigned count)
+{
+	struct batch_src src = { .claims = claims, .count = count };
+
+	return lane_claim(prod, &src);
+}
+
+LULL_EXPORT int lull_spsc_write_batch(struct lull_producer *prod,
+				      const struct lull_record *recs,
+				      unsigned count)
+{
+	struct batch_src src = { .recs = recs, .count = count };
+
+	return batch_write(prod, &src, false);
+}
+
+LULL_EXPORT int lull_spsc_commit(struct lull_producer *prod)
+{
+	int ret = claim_end_check(prod, false);
+
+	if (ret == 0)
+		claim_commit(prod);
+	return ret;
+}
+
+LULL_EXPORT int lull_spsc_abort(struct lull_producer *prod)
+{
+	int ret = claim_end_check(prod, false);
+
+	if (ret == 0)
+		claim_abort(prod);
+	return ret;
+}
+
+/* A LANES producer may use the MPSC calls: its lane is written as SPSC. */
+static inline bool is_lane_producer(const struct lull_producer *prod)
+{
+	return prod && prod->mode == LULL_MODE_LANES;
+}
+
+LULL_EXPORT int lull_mpsc_claim(struct lull_producer *prod, int32_t type,
+				size_t len, void **datap)
+{
+	return claim_one(prod, type, len, datap, !is_lane_producer(prod));
+}
+
+LULL_EXPORT int lull_mpsc_claim_batch(struct lull_producer *prod,
+				      struct lull_claim *claims,
+				      unsigned count)
+{
+	struct batch_src src = { .claims = claims, .count = count };
+
+	if (is_lane_producer(prod))
+		return lane_claim(prod, &src);
+	return mpsc_claim(prod, &src);
+}
+
+LULL_EXPORT int lull_mpsc_write_batch(struct lull_producer *prod,
+				      const struct lull_record *recs,
+				      unsigned count)
+{
+	struct batch_src src = { .recs = recs, .count = count };
+
+	return batch_write(prod, &src, !is_lane_producer(prod));
+}
+
+LULL_EXPORT int lull_mpsc_commit(struct lull_producer *prod)
+{
+	int ret = claim_end_check(prod, !is_lane_producer(prod));
+
+	if (ret == 0)
+		claim_commit(prod);
+	return ret;
+}
+
+LULL_EXPORT int lull_mpsc_abort(struct lull_producer *prod)
+{
+	int ret = claim_end_check(prod, !is_lane_producer(prod));
+
+	if (ret == 0)
+		claim_abort(prod);
+	return ret;
+}
