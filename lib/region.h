@@ -161,6 +161,14 @@ struct lull_region {
 #define LULL_PARK_AWAKE 0u
 #define LULL_PARK_FUTEX 1u   /* sleeping in a futex wait on the word */
 #define LULL_PARK_EVENTFD 2u /* sleeping on the eventfd in wake_fd */
+/*
+ * Sleeping in a futex wait on the word, as LULL_PARK_FUTEX, with a
+ * private futex: lull_ring_wait() on a LULL_REGION_PRIVATE region.  The
+ * kernel finds a private futex by address alone, where a shared one costs
+ * it a page lookup on both the wait and the wake.  io_uring's waits stay
+ * shared (see lull__futex_wait()).
+ */
+#define LULL_PARK_FUTEX_PRIVATE 3u
 
 /* Region flags (lull_region.flags), fixed at creation. */
 /*
@@ -171,6 +179,12 @@ struct lull_region {
  * neither side ever changes mode later.
  */
 #define LULL_REGION_ASYM_BARRIER 1u
+/*
+ * Only the creating process maps the region (lull_ring_create()'s private
+ * anonymous memory): its futex waits may be private ones.
+ */
+#define LULL_REGION_PRIVATE 2u
+#define LULL_REGION_FLAGS (LULL_REGION_ASYM_BARRIER | LULL_REGION_PRIVATE)
 
 static_assert(offsetof(struct lull_region, parks) == 128, "region layout");
 static_assert(offsetof(struct lull_region, producers) == 256,

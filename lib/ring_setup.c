@@ -215,13 +215,15 @@ static int create_in(struct lull_ring **ringp, void *mem, size_t size,
 	(void)topology_parse(flags, &mode, &lanes); /* checked by callers */
 	/*
 	 * A region lull allocates privately can only have producers in this
-	 * process, so the asymmetric barrier applies.  Caller memory may be
-	 * shared with other processes, which membarrier does not reach.
+	 * process, so the asymmetric barrier applies, and private futexes.
+	 * Caller memory may be shared with other processes, which membarrier
+	 * does not reach, and whose waits a private futex would not meet.
 	 */
 	region_format(mem, size, capacity, mode, lanes,
-		      owns_region && asym_barrier_available()
-			      ? LULL_REGION_ASYM_BARRIER
-			      : 0,
+		      (owns_region ? LULL_REGION_PRIVATE : 0) |
+			      (owns_region && asym_barrier_available()
+				       ? LULL_REGION_ASYM_BARRIER
+				       : 0),
 		      owns_region);
 	ret = handle_new(&ring, mem);
 	if (ret < 0)
@@ -294,7 +296,7 @@ LULL_EXPORT int lull_ring_open(struct lull_ring **ringp, void *mem,
 				    : region->mode,
 			    &mode, &lanes) ||
 	    lanes != region->lanes ||
-	    (region->flags & ~LULL_REGION_ASYM_BARRIER) ||
+	    (region->flags & ~LULL_REGION_FLAGS) ||
 	    !capacity_is_valid(region->capacity) ||
 	    region->data_offset != region_data_offset(lanes) ||
 	    region->region_size != region_size(region->capacity, lanes))

@@ -54,6 +54,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 {
 	uint64_t deadline = UINT64_MAX, slice, now;
 	bool timed_out, safety_slice;
+	uint32_t how;
 	long ret;
 
 	if (!ring)
@@ -73,6 +74,9 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 					     (uint64_t)timeout_ns);
 	if (spin_for_record(ring, deadline))
 		return 0;
+	how = ring->region->flags & LULL_REGION_PRIVATE
+		      ? LULL_PARK_FUTEX_PRIVATE
+		      : LULL_PARK_FUTEX;
 	for (;;) {
 		/*
 		 * The sleep lasts until a producer wakes us, unless the
@@ -90,7 +94,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 				safety_slice = false;
 			}
 		}
-		ret = lull__park_begin(ring, LULL_PARK_FUTEX);
+		ret = lull__park_begin(ring, how);
 		if (ret < 0)
 			return (int)ret;
 		if (!ret) {
@@ -99,7 +103,12 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 			return 0;
 		}
 		/* sleep: returns at once if a producer already reset the word */
-		ret = lull__futex_wait(&ring->region->park, LULL_PARK_FUTEX, slice);
+		if (how == LULL_PARK_FUTEX_PRIVATE)
+			ret = lull__futex_wait_private(&ring->region->park,
+						       how, slice);
+		else
+			ret = lull__futex_wait(&ring->region->park, how,
+					       slice);
 		timed_out = ret == -ETIMEDOUT;
 		lull__park_finish(ring, timed_out && safety_slice);
 		if (lull__ring_readable(ring))

@@ -73,8 +73,8 @@ static inline void lull__count(_Atomic uint64_t *counter)
  * memory is waited on from other processes.  syscall(), not a libc
  * wrapper: never a cancellation point.
  */
-static inline long lull__futex_wait(_Atomic uint32_t *word, uint32_t expected,
-				    uint64_t timeout_ns)
+static inline long lull__futex_wait_op(_Atomic uint32_t *word, int op,
+				       uint32_t expected, uint64_t timeout_ns)
 {
 	struct timespec ts, *tsp = NULL;
 
@@ -83,14 +83,37 @@ static inline long lull__futex_wait(_Atomic uint32_t *word, uint32_t expected,
 		ts.tv_nsec = (long)(timeout_ns % 1000000000u);
 		tsp = &ts;
 	}
-	return LULL_SYSCALL(syscall(SYS_futex, word, FUTEX_WAIT, expected, tsp,
-				    NULL, 0));
+	return LULL_SYSCALL(syscall(SYS_futex, word, op, expected, tsp, NULL, 0));
 }
 
-/* Wake up to @count waiters of @word. */
+static inline long lull__futex_wait(_Atomic uint32_t *word, uint32_t expected,
+				    uint64_t timeout_ns)
+{
+	return lull__futex_wait_op(word, FUTEX_WAIT, expected, timeout_ns);
+}
+
+/*
+ * A private futex wait: only for memory no other process maps, and never
+ * through io_uring (the reason above).
+ */
+static inline long lull__futex_wait_private(_Atomic uint32_t *word,
+					    uint32_t expected,
+					    uint64_t timeout_ns)
+{
+	return lull__futex_wait_op(word, FUTEX_WAIT_PRIVATE, expected,
+				   timeout_ns);
+}
+
+/* Wake up to @count waiters of @word: FUTEX_WAKE or FUTEX_WAKE_PRIVATE. */
+static inline void lull__futex_wake_op(_Atomic uint32_t *word, int op,
+				       int count)
+{
+	LULL_SYSCALL(syscall(SYS_futex, word, op, count, NULL, NULL, 0));
+}
+
 static inline void lull__futex_wake(_Atomic uint32_t *word, int count)
 {
-	LULL_SYSCALL(syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0));
+	lull__futex_wake_op(word, FUTEX_WAKE, count);
 }
 
 #endif /* LULL_PRIVATE_SYS_H */

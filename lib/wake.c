@@ -62,14 +62,17 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 		    memory_order_relaxed, memory_order_relaxed))
 		return;
 	/* wake */
-	if (seen == LULL_PARK_FUTEX) {
+	if (seen == LULL_PARK_FUTEX || seen == LULL_PARK_FUTEX_PRIVATE) {
 		/*
 		 * Every waiter, though there is normally one: a futex wait
 		 * that a detached loop left in its io_uring (its cancel still
 		 * on the way) sits first in the queue, and a wake of one
 		 * would go to it instead of the consumer now parked.
 		 */
-		lull__futex_wake(&region->park, INT_MAX);
+		lull__futex_wake_op(&region->park,
+				    seen == LULL_PARK_FUTEX ? FUTEX_WAKE
+							    : FUTEX_WAKE_PRIVATE,
+				    INT_MAX);
 	} else {
 		/*
 		 * seq_cst, with the consumer's seq_cst store of wake_fd and
