@@ -16,10 +16,10 @@ extern const struct peer_ring tp_pipe, tp_eventfd;
 extern const struct peer_ring tp_rte_spsc, tp_rte_mpsc;
 #else
 static const struct peer_ring tp_rte_spsc = {
-	.name = "rte-spsc", .cls = CLASS_SPSC,
+	.name = "rte-spsc", .cls = CLASS_SPSC, .push_batch = 1,
 };
 static const struct peer_ring tp_rte_mpsc = {
-	.name = "rte-mpsc", .cls = CLASS_MPSC, .target = true,
+	.name = "rte-mpsc", .cls = CLASS_MPSC, .target = true, .push_batch = 1,
 };
 #endif
 

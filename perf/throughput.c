@@ -11,6 +11,12 @@
  * peer_pipe.c and peer_eventfd.c; --ring, repeatable, picks some (default
  * every one that was built).  SPSC rings only run with one producer.
  *
+ * Batches.  --batch bounds what a consumer takes per read or poll.
+ * --producer-batch N makes the producers of the rings that can push
+ * several messages at once push N at a time (rte's burst enqueue); without
+ * it they push one, and every other ring always pushes one.  The JSON's
+ * producer_batch is each ring's.
+ *
  * Waiting.  The lull consumer parks (peer_lull.c).  The spinning peers (ck, rte,
  * urcu) keep their natural waiting: on an empty ring the consumer, and on a
  * full ring (or an exhausted urcu pool) the producer, back off with
@@ -55,7 +61,8 @@
  *                 order).  The rte and eventfd consumers take a burst
  *                 before they copy any of it out, freeing up to 256 slots
  *                 whose buffers are still to be read, so their slabs have
- *                 256 buffers more.
+ *                 256 buffers more; an rte producer pushing batches fills
+ *                 a batch's buffers first, so its slab has a batch more.
  *
  * Equal memory.  --capacity is lull's data area in bytes (default 1 MiB).
  * The slot rings get the largest power-of-two slot count whose memory fits
@@ -567,6 +574,7 @@ int main(int argc, char **argv)
 				c->ring = tp_rings[kind];
 				c->producers = opt.producers[j];
 				c->payload = opt.payloads[i];
+				c->push_batch = tp_push_batch(c->ring, &opt);
 				ncfgs++;
 				if (config_setup(c, &opt)) {
 					fprintf(stderr,
@@ -588,9 +596,10 @@ int main(int argc, char **argv)
 
 	fprintf(stderr,
 		"throughput: lull %s, %d config(s) x %d run(s), capacity %zu, "
-		"batch %u, %d CPU(s), %s\n",
+		"batch %u, producer batch %u, %d CPU(s), %s\n",
 		lull_version(), ncfgs, opt.runs, opt.capacity, opt.batch,
-		ncpus, opt.pin ? "pinned" : "not pinned");
+		opt.push_batch ? opt.push_batch : 1, ncpus,
+		opt.pin ? "pinned" : "not pinned");
 	if (opt.messages)
 		fprintf(stderr, "throughput: %llu messages per run\n",
 			(unsigned long long)opt.messages);

@@ -49,6 +49,7 @@
 #define LINE 128
 #define RTE_BURST 256u
 #define MQ_BURST 256u /* eventfd: messages taken per lock */
+#define MAX_PUSH_BATCH 1024u /* --producer-batch */
 
 /* The rings, in the order of the table: indices into tp_rings[]. */
 enum ring_kind {
@@ -99,6 +100,12 @@ struct peer_ring {
 	bool is_lull;
 	bool target;  /* a peer of lull's throughput targets */
 	bool kernel;  /* errors are errno values, not lull's */
+	/*
+	 * 0: one message per push, whatever --producer-batch says.  Else
+	 * the ring can push several at once: --producer-batch of them, or
+	 * this many when the option is not given (config.push_batch).
+	 */
+	unsigned int push_batch;
 
 	/*
 	 * Once per configuration, before the first run: the ring, its
@@ -150,12 +157,22 @@ struct options {
 	int runs;
 	size_t capacity;
 	unsigned int batch;
+	unsigned int push_batch; /* --producer-batch; 0: each ring's own */
 	double max_others; /* repeat runs busier than this; < 0: never */
 	int64_t lull_spin_ns; /* < 0: lull's default */
 	bool json;
 	bool pin;
 	bool verbose;
 };
+
+/* How many messages @ring's producers push at once under @opt. */
+static inline unsigned int tp_push_batch(const struct peer_ring *ring,
+					 const struct options *opt)
+{
+	if (!ring->push_batch)
+		return 1;
+	return opt->push_batch ? opt->push_batch : ring->push_batch;
+}
 
 /* What one timed run measured. */
 struct run_result {
@@ -178,6 +195,7 @@ struct config {
 	const struct peer_ring *ring;
 	unsigned int producers;
 	size_t payload;
+	unsigned int push_batch; /* messages per push (tp_push_batch()) */
 	bool failed;
 	bool skipped;
 
@@ -351,6 +369,68 @@ tp_produce(struct producer *p, unsigned char *msg, tp_send_fn *send)
 			break;
 		bench_backoff_reset(&st.bo);
 		sum += value;
+	}
+	if (r && r != -ECANCELED) {
+		p->err = r;
+		tp_run_fail(run, "%s: producer %u: write failed: %s",
+			    cfg->ring->name, p->id,
+			    cfg->ring->kernel ? strerror(-r) :
+						lull_strerror(r));
+	}
+	atomic_fetch_add_explicit(&run->sent, seq, memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->sent_sum, sum, memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_waits, st.bo.waits,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_yields, st.bo.yields,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_syscalls, st.syscalls,
+				  memory_order_relaxed);
+	tp_account_cpu(run);
+	tp_producers_done(run, 1, p->handle);
+}
+
+/*
+ * Producers that push several messages at once (config.push_batch > 1):
+ * @send writes the @n messages of @values (n <= MAX_PUSH_BATCH), all of
+ * them, and returns 0, or a negative error (-ECANCELED: the run was
+ * aborted).  The stop flag is checked once per batch, so a producer may
+ * send up to a batch more than one that pushes one at a time.
+ */
+typedef int tp_send_batch_fn(struct producer *p, struct config *cfg,
+			     unsigned char *msg, const uint64_t *values,
+			     unsigned int n, struct send_state *st);
+
+static inline __attribute__((always_inline)) void
+tp_produce_batch(struct producer *p, unsigned char *msg,
+		 tp_send_batch_fn *send)
+{
+	struct run *run = p->run;
+	struct config *cfg = run->cfg;
+	uint64_t base = (uint64_t)(p->id + 1) * VALUE_STRIDE;
+	uint64_t values[MAX_PUSH_BATCH];
+	uint64_t seq = 0, sum = 0;
+	unsigned int i, n = 0;
+	struct send_state st;
+	int r = 0;
+
+	memset(&st, 0, sizeof(st));
+	bench_backoff_init(&st.bo);
+	while (seq < p->quota) {
+		/* Relaxed: a flag, as in tp_produce(). */
+		if (atomic_load_explicit(&run->stop, memory_order_relaxed))
+			break;
+		n = p->quota - seq < cfg->push_batch ?
+			    (unsigned int)(p->quota - seq) :
+			    cfg->push_batch;
+		for (i = 0; i < n; i++)
+			values[i] = (base + seq + i) & run->mask;
+		r = send(p, cfg, msg, values, n, &st);
+		if (unlikely(r))
+			break;
+		bench_backoff_reset(&st.bo);
+		for (i = 0; i < n; i++)
+			sum += values[i];
+		seq += n;
 	}
 	if (r && r != -ECANCELED) {
 		p->err = r;
