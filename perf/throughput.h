@@ -15,7 +15,13 @@
  * throughput_options.c, throughput_report.c (table, ratios, targets, JSON),
  * peers.c (the list of rings), and one file per ring: peer_lull.c,
  * peer_ck.c, peer_rte.c (DPDK), peer_urcu.c (liburcu), peer_pipe.c,
- * peer_eventfd.c.
+ * peer_eventfd.c, and the C++ ones, peer_boost.cpp (boost.lockfree) and
+ * peer_moodycamel.cpp.
+ *
+ * C++ peers include this header too (g++ -std=c++23, whose <stdatomic.h>
+ * maps _Atomic(T) to std::atomic<T> with the same size and alignment): the
+ * atomic members are spelt _Atomic(T), and everything declared here has C
+ * linkage.
  */
 #ifndef LULL_PERF_THROUGHPUT_H
 #define LULL_PERF_THROUGHPUT_H
@@ -35,6 +41,10 @@
 
 #include "bench_common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
@@ -49,6 +59,7 @@
 #define LINE 128
 #define RTE_BURST 256u
 #define MQ_BURST 256u /* eventfd: messages taken per lock */
+#define ITEM_POP 32u  /* boost, moodycamel: messages taken per pop */
 #define MAX_PUSH_BATCH 1024u /* --producer-batch */
 
 /* The rings, in the order of the table: indices into tp_rings[]. */
@@ -61,6 +72,9 @@ enum ring_kind {
 	RING_RTE_SPSC,
 	RING_RTE_MPSC,
 	RING_URCU_WFCQ,
+	RING_BOOST_SPSC,
+	RING_BOOST_SPSC_BULK,
+	RING_MOODYCAMEL,
 	RING_PIPE,
 	RING_EVENTFD,
 	RING_KINDS
@@ -220,16 +234,16 @@ struct run {
 	uint64_t mask; /* the value bits that fit in the payload */
 	void *state;   /* the ring's own, from its run_open */
 
-	alignas(LINE) _Atomic int go;
-	alignas(LINE) _Atomic int stop;
-	alignas(LINE) _Atomic int abort;
-	_Atomic unsigned int done;
-	_Atomic uint64_t sent;
-	_Atomic uint64_t sent_sum;
-	_Atomic uint64_t prod_waits;    /* producer back-offs on a full ring */
-	_Atomic uint64_t prod_yields;   /* of which sched_yield() */
-	_Atomic uint64_t prod_syscalls; /* pipe and doorbell writes */
-	_Atomic uint64_t cpu_ns;        /* CPU time of all the run's threads */
+	alignas(LINE) _Atomic(int) go;
+	alignas(LINE) _Atomic(int) stop;
+	alignas(LINE) _Atomic(int) abort;
+	_Atomic(unsigned int) done;
+	_Atomic(uint64_t) sent;
+	_Atomic(uint64_t) sent_sum;
+	_Atomic(uint64_t) prod_waits;    /* producer back-offs on a full ring */
+	_Atomic(uint64_t) prod_yields;   /* of which sched_yield() */
+	_Atomic(uint64_t) prod_syscalls; /* pipe and doorbell writes */
+	_Atomic(uint64_t) cpu_ns;        /* CPU time of all the run's threads */
 
 	/* Written by the consumer, read by main after the join. */
 	alignas(LINE) uint64_t t_end;
@@ -523,7 +537,8 @@ tp_consume_spin(struct run *run, struct consumer_state *cs, tp_pop_fn *pop)
 {
 	struct config *cfg = run->cfg;
 	unsigned int batch = run->opt->batch;
-	struct progress prog = { .last_ns = bench_now_ns() };
+	struct progress prog = { .last_count = 0,
+				.last_ns = bench_now_ns() };
 	unsigned int empties = 0;
 	struct bench_backoff bo;
 	int r;
@@ -544,5 +559,9 @@ tp_consume_spin(struct run *run, struct consumer_state *cs, tp_pop_fn *pop)
 	run->cons_waits = bo.waits;
 	run->cons_yields = bo.yields;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* LULL_PERF_THROUGHPUT_H */

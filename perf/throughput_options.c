@@ -36,11 +36,15 @@ static void usage(FILE *f)
 		"                    the peers get the same memory\n"
 		"  --batch N         lull_ring_read limit, messages per poll "
 		"of the others\n"
-		"                    (default %u; rte bursts at most %u)\n"
+		"                    (default %u; rte bursts at most %u, boost "
+		"and moodycamel\n"
+		"                    pop at most %u)\n"
 		"  --producer-batch N messages per push for the rings that "
 		"can push several\n"
-		"                    at once (rte-*; at most %u); default 1; "
-		"the others push one\n"
+		"                    at once (rte-*, boost-spsc-bulk, "
+		"moodycamel; at most %u);\n"
+		"                    default 1, boost-spsc-bulk 32; the "
+		"others push one\n"
 		"  --lull-spin-ns N  lull consumer: spin N ns on an empty "
 		"ring before parking\n"
 		"                    (default: lull's, %s)\n"
@@ -54,7 +58,7 @@ static void usage(FILE *f)
 		"table to stderr\n"
 		"  --verbose         print every run\n",
 		DEFAULT_SECONDS, DEFAULT_RUNS, DEFAULT_BATCH, RTE_BURST,
-		MAX_PUSH_BATCH,
+		ITEM_POP, MAX_PUSH_BATCH,
 		LULL_PARK_SPIN_DEFAULT_NS > (uint64_t)INT64_MAX ? "adaptive"
 							       : tp_lull_spin_json(-1));
 }
