@@ -40,7 +40,9 @@ static void usage(FILE *f)
 		"                      lull-blocking, lull-spin-park, "
 		"futex-floor,\n"
 		"                      eventfd-floor, uring-futex-floor, "
-		"uring-eventfd-floor;\n"
+		"uring-eventfd-floor,\n"
+		"                      moodycamel-blocking, uv-async, "
+		"msg-ring;\n"
 		"                      and lull (not in all): a loop on the "
 		"backend lull picks\n"
 		"  --headline          poll against lull (unless --mechanism "
@@ -329,7 +331,21 @@ int ho_parse_options(int argc, char **argv, struct options *opt)
  */
 static void check_support(struct mech *m)
 {
-	int backend = mech_descs[m->kind].backend, r;
+	const struct mech_desc *d = &mech_descs[m->kind];
+	int backend = d->backend, r;
+
+	if (d->style == STYLE_QUEUE) {
+		static char unbuilt[MECH_KINDS][80];
+
+		if (!d->queue) {
+			snprintf(unbuilt[m->kind], sizeof(unbuilt[0]),
+				 "not built (%s was missing)", d->package);
+			m->skip = unbuilt[m->kind];
+		} else if (d->queue->unsupported) {
+			m->skip = d->queue->unsupported();
+		}
+		return;
+	}
 
 	if (m->kind == MECH_LULL_AUTO) {
 		r = lull_backend_probe();
