@@ -173,21 +173,39 @@ $(B)/examples/%: examples/%.c $(STLIB)
 	@mkdir -p $(@D)
 	$(call say,CC,$@) $(CC) $(CFLAGS) $< $(STLIB) -o $@ $(LDLIBS_LULL)
 
-# throughput's peers from other packages, each built where pkg-config
-# finds it: DPDK's rte_ring (perf/peer_rte.c; its headers without the
-# -march they ask for, so the benchmark targets what the library targets,
-# and -lrte_ring) and liburcu's wfcqueue (perf/peer_urcu.c, inline: nothing
-# to link).  $(PERF_PEERS) holds the list; every perf object depends on it,
-# so installing or removing a package rebuilds the programs.
-PERF_PEER_PKGS := $(shell for m in libdpdk liburcu; do \
-	pkg-config --exists $$m 2>/dev/null && echo $$m; done)
+# The perf peers from other packages, each built where pkg-config finds
+# it: DPDK's rte_ring (perf/peer_rte.c; its headers without the -march they
+# ask for, so the benchmark targets what the library targets, and
+# -lrte_ring), liburcu's wfcqueue (perf/peer_urcu.c, inline: nothing to
+# link) and libuv (perf/handoff_uv.c); and the C++ ones, header-only, each
+# built where the C++ compiler finds its header (perf/cxx-peers.probe):
+# boost.lockfree (perf/peer_boost.cpp) and moodycamel's queues
+# (perf/peer_moodycamel.cpp, perf/handoff_moodycamel.cpp).  A program with
+# a C++ peer is linked by $(CXX).  $(PERF_PEERS) holds the list; every perf
+# object depends on it, so installing or removing a package rebuilds the
+# programs.
+CXXFLAGS ?= -O2 -g
+override CXXFLAGS += -std=c++23 -D_GNU_SOURCE -pthread -Iinclude -MMD -MP \
+	-Wall -Wextra -Wpointer-arith -Wvla
+PERF_PEER_PKGS := $(shell for m in libdpdk liburcu libuv; do \
+	pkg-config --exists $$m 2>/dev/null && echo $$m; done) \
+	$(shell $(CXX) -std=c++23 -E -P -x c++ perf/cxx-peers.probe \
+		2>/dev/null)
 PERF_PEERS := $(B)/perf/peers
 DPDK_CFLAGS := $(if $(filter libdpdk,$(PERF_PEER_PKGS)),-DHAVE_RTE_RING \
 	$(filter-out -march=%,$(shell pkg-config --cflags libdpdk 2>/dev/null)))
 URCU_CFLAGS := $(if $(filter liburcu,$(PERF_PEER_PKGS)),-DHAVE_URCU_WFCQ \
 	$(shell pkg-config --cflags liburcu 2>/dev/null))
-PERF_CFLAGS := $(DPDK_CFLAGS) $(URCU_CFLAGS)
-PERF_LIBS := $(if $(DPDK_CFLAGS),-lrte_ring)
+UV_CFLAGS := $(if $(filter libuv,$(PERF_PEER_PKGS)),-DHAVE_UV \
+	$(shell pkg-config --cflags libuv 2>/dev/null))
+BOOST_CFLAGS := $(if $(filter boost-lockfree,$(PERF_PEER_PKGS)), \
+	-DHAVE_BOOST_LOCKFREE)
+MOODYCAMEL_CFLAGS := $(if $(filter concurrentqueue,$(PERF_PEER_PKGS)), \
+	-DHAVE_MOODYCAMEL)
+PERF_CFLAGS := $(DPDK_CFLAGS) $(URCU_CFLAGS) $(UV_CFLAGS) $(BOOST_CFLAGS) \
+	$(MOODYCAMEL_CFLAGS)
+PERF_LIBS := $(if $(DPDK_CFLAGS),-lrte_ring) \
+	$(if $(UV_CFLAGS),$(shell pkg-config --libs libuv 2>/dev/null))
 
 # Each program's files, named: a stray perf/*.c is never linked in.  The
 # shared helpers (perf/bench_common.c) go into both.
@@ -195,10 +213,18 @@ PERF_COMMON_SRC := perf/bench_common.c
 THROUGHPUT_SRC := perf/throughput.c perf/throughput_options.c \
 	perf/throughput_report.c perf/peers.c perf/peer_lull.c perf/peer_ck.c \
 	perf/peer_pipe.c perf/peer_eventfd.c \
-	$(if $(DPDK_CFLAGS),perf/peer_rte.c) $(if $(URCU_CFLAGS),perf/peer_urcu.c)
+	$(if $(DPDK_CFLAGS),perf/peer_rte.c) \
+	$(if $(URCU_CFLAGS),perf/peer_urcu.c) \
+	$(if $(BOOST_CFLAGS),perf/peer_boost.cpp) \
+	$(if $(MOODYCAMEL_CFLAGS),perf/peer_moodycamel.cpp)
 HANDOFF_SRC := perf/handoff.c perf/handoff_options.c perf/handoff_report.c \
-	perf/handoff_mechanisms.c perf/handoff_floors.c
-PERF_OBJ = $(patsubst perf/%.c,$(B)/obj/perf/%.o,$(1) $(PERF_COMMON_SRC))
+	perf/handoff_mechanisms.c perf/handoff_floors.c \
+	perf/handoff_msg_ring.c $(if $(UV_CFLAGS),perf/handoff_uv.c) \
+	$(if $(MOODYCAMEL_CFLAGS),perf/handoff_moodycamel.cpp)
+PERF_OBJ = $(patsubst perf/%.cpp,$(B)/obj/perf/%.o,$(patsubst \
+	perf/%.c,$(B)/obj/perf/%.o,$(1) $(PERF_COMMON_SRC)))
+# The linker driver: $(CXX) where a program has C++ objects.
+PERF_LD = $(if $(filter %.cpp,$(1)),$(CXX),$(CC))
 
 # Rewritten only when the list changes: its date is what make compares.
 $(PERF_PEERS): FORCE
@@ -210,12 +236,18 @@ $(B)/obj/perf/%.o: perf/%.c $(PERF_PEERS)
 	@mkdir -p $(@D)
 	$(call say,CC,$@) $(CC) $(CFLAGS) $(DEP_CFLAGS) $(PERF_CFLAGS) -Ilib \
 		-c $< -o $@
+$(B)/obj/perf/%.o: perf/%.cpp $(PERF_PEERS)
+	@mkdir -p $(@D)
+	$(call say,CXX,$@) $(CXX) $(CXXFLAGS) $(DEP_CFLAGS) $(PERF_CFLAGS) \
+		-Ilib -c $< -o $@
 
 $(B)/perf/throughput: $(call PERF_OBJ,$(THROUGHPUT_SRC)) $(STLIB) $(PERF_PEERS)
+$(B)/perf/throughput: LINK = $(call PERF_LD,$(THROUGHPUT_SRC))
 $(B)/perf/handoff: $(call PERF_OBJ,$(HANDOFF_SRC)) $(STLIB) $(PERF_PEERS)
+$(B)/perf/handoff: LINK = $(call PERF_LD,$(HANDOFF_SRC))
 $(PERF_BIN):
 	@mkdir -p $(@D)
-	$(call say,LD,$@) $(CC) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) \
+	$(call say,LD,$@) $(LINK) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) \
 		$(STLIB) -o $@ $(LDLIBS_LULL) $(CK_LIBS) $(PERF_LIBS) -lm
 
 deps-demo:
@@ -232,7 +264,7 @@ tour: deps-demo
 
 deps-bench:
 	$(Q)sh scripts/deps.sh bench
-# Both benchmarks with their defaults (about 6 minutes on 2 CPUs), their
+# Both benchmarks with their defaults (about 7 minutes on 2 CPUs), their
 # JSON in results/ and plots in results/plots/; tables on stderr.  Options
 # for each: make bench THROUGHPUT_ARGS='--runs 1' HANDOFF_ARGS='--pin same'
 THROUGHPUT_ARGS ?=

@@ -23,6 +23,10 @@
 
 #include <ck_pr.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* --- inline: the clock, CPU time, the back-off ------------------------ */
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
@@ -195,5 +199,9 @@ int bench_parse_list(const char *arg, double scale, uint64_t *v, int max,
  * Returns 0, or -1 for an unknown name or an empty list.
  */
 int bench_parse_names(const char *arg, const char *const *names, bool *set);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* LULL_BENCH_COMMON_H */

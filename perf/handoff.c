@@ -35,10 +35,21 @@
  *   uring-futex-floor   as futex-floor, but the consumer waits with an
  *                       io_uring IORING_OP_FUTEX_WAIT (Linux 6.7+)
  *   uring-eventfd-floor as eventfd-floor, with an io_uring read
+ *   moodycamel-blocking moodycamel's BlockingConcurrentQueue: the consumer
+ *                       parks in wait_dequeue() on the queue's semaphore
+ *   uv-async            libuv: a mutex-protected queue and uv_async_send();
+ *                       the loop thread drains it in the async callback
+ *   msg-ring            io_uring IORING_OP_MSG_RING from the producer's
+ *                       ring into the consumer's, which waits in
+ *                       io_uring_wait_cqe() (Linux 5.18+)
  * The floors' io_urings are set up like lull's loop (SINGLE_ISSUER and
  * DEFER_TASKRUN where the kernel has them) but wait with no timeout.  The
  * floors' futexes are private unless --shared-futex (lull's are shared: see
- * lib/park.c).  lull rings are SPSC, made by lull_ring_create().
+ * lib/park.c).  lull rings are SPSC, made by lull_ring_create().  The
+ * other libraries' mechanisms are built where their packages are
+ * (libconcurrentqueue-dev, libuv1-dev; msg-ring needs only liburing and
+ * checks the kernel at run time); one that cannot run is listed as
+ * skipped, with the reason.
  *
  * Idle cost is measured by the consumer thread itself: getrusage
  * (RUSAGE_THREAD) and the clock right after it handles the last data
@@ -166,6 +177,9 @@ static void *consumer_main(void *arg)
 	case STYLE_FLOOR:
 		ho_consume_floor(c);
 		break;
+	case STYLE_QUEUE:
+		mech_descs[run->mech->kind].queue->consume(c);
+		break;
 	}
 	return NULL;
 }
@@ -188,6 +202,10 @@ static uint64_t push(struct run *run, struct lull_producer *prod,
 		}
 		if (r < 0)
 			ho_die(run, "lull_spsc_write: %s", lull_strerror(r));
+		return m.t_push;
+	}
+	if (mech_descs[run->mech->kind].style == STYLE_QUEUE) {
+		mech_descs[run->mech->kind].queue->push(run, &m);
 		return m.t_push;
 	}
 	run->ts[seq] = m.t_push;
@@ -415,6 +433,8 @@ static double run_once(struct mech *m, const struct options *opt,
 			if (run->efd < 0)
 				ho_die(run, "eventfd: %s", strerror(errno));
 		}
+	} else if (d->style == STYLE_QUEUE) {
+		d->queue->open(run);
 	} else {
 		r = ring_make(run);
 		if (r < 0)
@@ -465,6 +485,8 @@ static double run_once(struct mech *m, const struct options *opt,
 	}
 
 	pthread_barrier_destroy(&run->ready);
+	if (d->style == STYLE_QUEUE)
+		d->queue->close(run);
 	if (run->ring) {
 		r = lull_ring_destroy(run->ring);
 		if (r < 0)

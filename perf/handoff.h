@@ -6,7 +6,12 @@
  * clock and checks, the watchdog), its command line (handoff_options.c),
  * its report (handoff_report.c) and the mechanisms (handoff_mechanisms.c:
  * poll, spin, yield and lull's ways of waiting; handoff_floors.c: the bare
- * kernel wake-ups underneath).
+ * kernel wake-ups underneath; handoff_msg_ring.c, handoff_uv.c and
+ * handoff_moodycamel.cpp: other libraries' queues, behind struct ho_queue).
+ *
+ * The C++ mechanism includes this header too (g++ -std=c++23, whose
+ * <stdatomic.h> maps _Atomic(T) to std::atomic<T>): the atomic members are
+ * spelt _Atomic(T), and everything declared here has C linkage.
  */
 #ifndef LULL_PERF_HANDOFF_H
 #define LULL_PERF_HANDOFF_H
@@ -44,6 +49,10 @@
 #include "bench_common.h"
 #include "hist.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
@@ -78,6 +87,9 @@ enum mech_kind {
 	MECH_EVENTFD_FLOOR,
 	MECH_URING_FUTEX_FLOOR,
 	MECH_URING_EVENTFD_FLOOR,
+	MECH_MOODYCAMEL_BLOCKING,
+	MECH_UV_ASYNC,
+	MECH_MSG_RING,
 	MECH_KINDS
 };
 
@@ -87,6 +99,28 @@ enum style {
 	STYLE_LULL_LOOP, /* lull_loop_run */
 	STYLE_LULL_WAIT, /* lull_ring_wait + lull_ring_read */
 	STYLE_FLOOR,     /* no ring: a count, a futex or an eventfd */
+	STYLE_QUEUE,     /* another library's queue: its struct ho_queue */
+};
+
+struct run;
+struct consumer;
+struct msg;
+
+/*
+ * A mechanism built on another library's queue.  open and close run on
+ * main's thread, before the run's threads start and after both have been
+ * joined; consume on the consumer's (it waits on run->ready and takes the
+ * start snapshot when it is ready for the first message, then hands each
+ * message to ho_take() until c->done, counting its waits in c->iters);
+ * push on the producer's, once per message.  Every failure is ho_die().
+ */
+struct ho_queue {
+	/* Why it cannot run on this machine, or NULL. */
+	const char *(*unsupported)(void);
+	void (*open)(struct run *run);
+	void (*consume)(struct consumer *c);
+	void (*push)(struct run *run, const struct msg *m);
+	void (*close)(struct run *run);
 };
 
 struct mech_desc {
@@ -95,6 +129,9 @@ struct mech_desc {
 	bool sleeps;      /* blocks in the kernel when there is nothing */
 	int backend;      /* loop backend, or the one a floor needs; 0 none */
 	enum mech_kind floor; /* the bare mechanism it is built on */
+	/* STYLE_QUEUE: its hooks (NULL: not built), and what it needs. */
+	const struct ho_queue *queue;
+	const char *package;
 };
 
 extern const struct mech_desc mech_descs[MECH_KINDS];
@@ -188,8 +225,6 @@ struct snap {
 	struct lull_ring_stats rs;
 };
 
-struct run;
-
 struct consumer {
 	struct run *run;
 	uint64_t expected; /* the next sequence number */
@@ -215,11 +250,13 @@ struct run {
 	int futex_private; /* FUTEX_PRIVATE_FLAG or 0 */
 	pthread_barrier_t ready;
 
+	void *queue;    /* STYLE_QUEUE: the mechanism's own */
+
 	/* Floors: messages published so far; the futex word. */
-	alignas(LINE) _Atomic uint32_t word;
+	alignas(LINE) _Atomic(uint32_t) word;
 
 	/* Consumer progress, for the watchdog's message. */
-	alignas(LINE) _Atomic uint64_t progress;
+	alignas(LINE) _Atomic(uint64_t) progress;
 
 	alignas(LINE) struct consumer c;
 
@@ -233,7 +270,7 @@ __attribute__((format(printf, 2, 3), noreturn)) void
 ho_die(const struct run *run, const char *fmt, ...);
 void ho_snap_take(struct consumer *c, struct snap *s);
 
-static inline long futex_op(_Atomic uint32_t *word, int op, uint32_t val)
+static inline long futex_op(_Atomic(uint32_t) *word, int op, uint32_t val)
 {
 	return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
 }
@@ -304,5 +341,18 @@ void ho_consume_lull_loop(struct consumer *c);
 /* handoff_floors.c: no ring, a count and a bare wake-up. */
 void ho_consume_floor(struct consumer *c);
 void ho_floor_wake(struct run *run);
+
+/*
+ * Other libraries' queues: handoff_msg_ring.c (io_uring, always built),
+ * handoff_uv.c (libuv) and handoff_moodycamel.cpp (moodycamel), the last
+ * two where the Makefile finds their packages (HAVE_UV, HAVE_MOODYCAMEL).
+ */
+extern const struct ho_queue ho_msg_ring;
+extern const struct ho_queue ho_uv_async;
+extern const struct ho_queue ho_moodycamel_blocking;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* LULL_PERF_HANDOFF_H */

@@ -6,10 +6,22 @@
  * lull-spin-park) and a lull_loop on each backend (lull, lull-uring-futex,
  * lull-uring-eventfd, lull-epoll).  Each hands every message to ho_take(),
  * the measurement loop's clock and checks.  And the list of every
- * mechanism, the floors' included: its name, how it waits, and the floor
- * each lull mechanism is compared with.
+ * mechanism, the floors' and other libraries' included: its name, how it
+ * waits, and the floor each lull mechanism is compared with.
  */
 #include "handoff.h"
+
+/* The Makefile defines these where it finds the packages. */
+#ifdef HAVE_MOODYCAMEL
+#define MOODYCAMEL_QUEUE (&ho_moodycamel_blocking)
+#else
+#define MOODYCAMEL_QUEUE NULL
+#endif
+#ifdef HAVE_UV
+#define UV_QUEUE (&ho_uv_async)
+#else
+#define UV_QUEUE NULL
+#endif
 
 const struct mech_desc mech_descs[MECH_KINDS] = {
 	[MECH_POLL] = { "poll", STYLE_RING_POLL, true, 0, MECH_KINDS },
@@ -38,6 +50,14 @@ const struct mech_desc mech_descs[MECH_KINDS] = {
 	[MECH_URING_EVENTFD_FLOOR] = { "uring-eventfd-floor", STYLE_FLOOR,
 				       true, LULL_BACKEND_URING_EVENTFD,
 				       MECH_KINDS },
+	[MECH_MOODYCAMEL_BLOCKING] = { "moodycamel-blocking", STYLE_QUEUE,
+				       true, 0, MECH_KINDS,
+				       MOODYCAMEL_QUEUE,
+				       "libconcurrentqueue-dev" },
+	[MECH_UV_ASYNC] = { "uv-async", STYLE_QUEUE, true, 0, MECH_KINDS,
+			    UV_QUEUE, "libuv1-dev" },
+	[MECH_MSG_RING] = { "msg-ring", STYLE_QUEUE, true, 0, MECH_KINDS,
+			    &ho_msg_ring, "liburing" },
 };
 
 static int ring_handler(const struct lull_record *rec, void *ctx)

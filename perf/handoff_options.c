@@ -27,22 +27,45 @@ const char *ho_spin_str(uint64_t ns, char *buf, size_t size)
 const char *const ho_pin_names[] = { "cross", "same", "none" };
 
 
+/*
+ * The mechanisms of "all", wrapped, each not built here marked so
+ * (perf/check-peers.sh reads this list).
+ */
+static void usage_mechanisms(FILE *f)
+{
+	int k, col = 22;
+
+	fprintf(f, "  --mechanism NAME    repeatable, or all (default):");
+	col = 50;
+	for (k = 0; k < MECH_KINDS; k++) {
+		const struct mech_desc *d = &mech_descs[k];
+		bool unbuilt = d->style == STYLE_QUEUE && !d->queue;
+		int len = (int)strlen(d->name) + (unbuilt ? 12 : 0) + 2;
+
+		if (k == MECH_LULL_AUTO)
+			continue;
+		if (col + len > 78) {
+			fprintf(f, "\n%22s", "");
+			col = 22;
+		} else {
+			fputc(' ', f);
+			col++;
+		}
+		fprintf(f, "%s%s%s", d->name, unbuilt ? " (not built)" : "",
+			k == MECH_KINDS - 1 ? ";" : ",");
+		col += len - 1;
+	}
+	fprintf(f, "\n                      and lull (not in all): a loop on "
+		   "the backend lull picks\n");
+}
+
 static void usage(FILE *f)
 {
 	char buf[32];
 
+	fprintf(f, "usage: handoff [options]\n");
+	usage_mechanisms(f);
 	fprintf(f,
-		"usage: handoff [options]\n"
-		"  --mechanism NAME    repeatable, or all (default): poll, "
-		"spin, yield,\n"
-		"                      lull-uring-futex, lull-uring-eventfd, "
-		"lull-epoll,\n"
-		"                      lull-blocking, lull-spin-park, "
-		"futex-floor,\n"
-		"                      eventfd-floor, uring-futex-floor, "
-		"uring-eventfd-floor;\n"
-		"                      and lull (not in all): a loop on the "
-		"backend lull picks\n"
 		"  --headline          poll against lull (unless --mechanism "
 		"says otherwise),\n"
 		"                      each run as it ends, then a short table "
@@ -329,7 +352,21 @@ int ho_parse_options(int argc, char **argv, struct options *opt)
  */
 static void check_support(struct mech *m)
 {
-	int backend = mech_descs[m->kind].backend, r;
+	const struct mech_desc *d = &mech_descs[m->kind];
+	int backend = d->backend, r;
+
+	if (d->style == STYLE_QUEUE) {
+		static char unbuilt[MECH_KINDS][80];
+
+		if (!d->queue) {
+			snprintf(unbuilt[m->kind], sizeof(unbuilt[0]),
+				 "not built (%s was missing)", d->package);
+			m->skip = unbuilt[m->kind];
+		} else if (d->queue->unsupported) {
+			m->skip = d->queue->unsupported();
+		}
+		return;
+	}
 
 	if (m->kind == MECH_LULL_AUTO) {
 		r = lull_backend_probe();

@@ -42,7 +42,8 @@ static inline void hist_reset(struct hist *h)
 
 static inline struct hist *hist_new(void)
 {
-	struct hist *h = malloc(sizeof(*h));
+	/* The cast: C++ mechanisms include this through handoff.h. */
+	struct hist *h = (struct hist *)malloc(sizeof(*h));
 
 	if (h)
 		hist_reset(h);

@@ -24,7 +24,8 @@ then perf/plot_throughput.gp draws them; and for handoff:
                             within it, fraction slower (from the "cdf"
                             array)
   handoff_idle.dat          one row per mechanism: position, label, group
-                            (0 polls, 1 lull, 2 bare floor), idle wake-ups
+                            (0 polls, 1 lull, 2 bare floor, 3 another
+                            library's queue), idle wake-ups
                             per second, idle CPU ms per window (medians)
   handoff.gpi               gnuplot variables: labels and mechs (in block
                             order), and the run's settings for the titles
@@ -37,7 +38,10 @@ import sys
 
 # lull first, then the peers in the order the benchmark lists them.
 ORDER = ["lull-spsc", "lull-mpsc", "ck-spsc", "ck-mpmc", "ck-mpsc",
-         "rte-spsc", "rte-mpsc", "urcu-wfcq", "pipe", "eventfd"]
+         "rte-spsc", "rte-mpsc", "urcu-wfcq", "boost-spsc", "boost-spsc-bulk",
+         "moodycamel", "pipe", "eventfd"]
+# handoff's mechanisms built on other libraries' queues.
+LIBRARIES = ["moodycamel-blocking", "uv-async", "msg-ring"]
 
 
 def ring_key(name):
@@ -49,6 +53,8 @@ def mech_group(mech):
         return 1
     if mech.endswith("-floor"):
         return 2
+    if mech in LIBRARIES:
+        return 3
     return 0
 
 
@@ -75,7 +81,8 @@ def handoff(results, src, outdir):
                 out.write("%.4f %.6g %.6g\n" % (max(ns, 1) / 1e3, q, tail))
     with open(os.path.join(outdir, "handoff_idle.dat"), "w",
               encoding="utf-8") as out:
-        out.write("# position, label, group (0 polls, 1 lull, 2 floor), "
+        out.write("# position, label, group (0 polls, 1 lull, 2 floor, "
+                  "3 library), "
                   "idle wake-ups/s, idle CPU ms per %g s (medians)\n"
                   % results[0].get("idle_seconds", 2))
         for i, r in enumerate(results):

@@ -9,6 +9,9 @@
  *   rte-mpsc   made with RING_F_SC_DEQ: rte_ring_mp_enqueue() (the
  *              classic CAS on the head, then an in-order wait for the tail)
  *              and the same burst dequeue.
+ * With --producer-batch N both enqueue N at a time instead, with
+ * rte_ring_sp_enqueue_burst() and rte_ring_mp_enqueue_burst(), continuing
+ * a burst that found room for only part of it.
  * rte_ring_init() on memory this program allocates (rte_ring_get_memsize()):
  * no EAL, no hugepages, no privileges.  rte_ring holds one message less
  * than its slots.  Both sides spin, then yield (bench_backoff_wait()).
@@ -28,8 +31,9 @@
 
 /*
  * The consumer takes a burst before it copies any of it out, freeing up to
- * RTE_BURST slots whose buffers are still to be read: the slabs have as
- * many buffers more.
+ * RTE_BURST slots whose buffers are still to be read, and a producer fills
+ * a batch's buffers before it enqueues the first of them: the slabs have
+ * as many buffers more.
  */
 static int rte_setup(struct config *cfg, const struct options *opt)
 {
@@ -38,7 +42,7 @@ static int rte_setup(struct config *cfg, const struct options *opt)
 	ssize_t size;
 	int r;
 
-	r = tp_slots_setup(cfg, opt, RTE_BURST);
+	r = tp_slots_setup(cfg, opt, RTE_BURST + cfg->push_batch);
 	if (r)
 		return r;
 	if (cfg->kind == RING_RTE_SPSC)
@@ -100,6 +104,45 @@ static int rte_mp_send(struct producer *p, struct config *cfg,
 	return rte_send(p, cfg, msg, value, st, false);
 }
 
+/* A batch: every message's entry, then bursts until all are in. */
+static inline __attribute__((always_inline)) int
+rte_send_burst(struct producer *p, struct config *cfg, unsigned char *msg,
+	       const uint64_t *values, unsigned int n, struct send_state *st,
+	       bool single)
+{
+	struct rte_ring *ring = cfg->state;
+	void *entries[MAX_PUSH_BATCH];
+	unsigned int i, done = 0;
+
+	for (i = 0; i < n; i++)
+		entries[i] = tp_slot_entry(p, cfg, msg, values[i], st);
+	for (;;) {
+		done += single ? rte_ring_sp_enqueue_burst(ring, entries + done,
+							   n - done, NULL) :
+				 rte_ring_mp_enqueue_burst(ring, entries + done,
+							   n - done, NULL);
+		if (likely(done == n))
+			return 0;
+		if (tp_aborted(p->run))
+			return -ECANCELED;
+		bench_backoff_wait(&st->bo);
+	}
+}
+
+static int rte_sp_send_burst(struct producer *p, struct config *cfg,
+			     unsigned char *msg, const uint64_t *values,
+			     unsigned int n, struct send_state *st)
+{
+	return rte_send_burst(p, cfg, msg, values, n, st, true);
+}
+
+static int rte_mp_send_burst(struct producer *p, struct config *cfg,
+			     unsigned char *msg, const uint64_t *values,
+			     unsigned int n, struct send_state *st)
+{
+	return rte_send_burst(p, cfg, msg, values, n, st, false);
+}
+
 static int rte_pop(struct config *cfg, struct consumer_state *cs,
 		   unsigned int batch)
 {
@@ -116,12 +159,18 @@ static int rte_pop(struct config *cfg, struct consumer_state *cs,
 
 static void rte_sp_produce(struct producer *p, unsigned char *msg)
 {
-	tp_produce(p, msg, rte_sp_send);
+	if (p->run->cfg->push_batch > 1)
+		tp_produce_batch(p, msg, rte_sp_send_burst);
+	else
+		tp_produce(p, msg, rte_sp_send);
 }
 
 static void rte_mp_produce(struct producer *p, unsigned char *msg)
 {
-	tp_produce(p, msg, rte_mp_send);
+	if (p->run->cfg->push_batch > 1)
+		tp_produce_batch(p, msg, rte_mp_send_burst);
+	else
+		tp_produce(p, msg, rte_mp_send);
 }
 
 static void rte_consume(struct run *run, struct consumer_state *cs)
@@ -132,6 +181,7 @@ static void rte_consume(struct run *run, struct consumer_state *cs)
 const struct peer_ring tp_rte_spsc = {
 	.name = "rte-spsc",
 	.cls = CLASS_SPSC,
+	.push_batch = 1,
 	.setup = rte_setup,
 	.produce = rte_sp_produce,
 	.consume = rte_consume,
@@ -143,6 +193,7 @@ const struct peer_ring tp_rte_mpsc = {
 	.name = "rte-mpsc",
 	.cls = CLASS_MPSC,
 	.target = true,
+	.push_batch = 1,
 	.setup = rte_setup,
 	.produce = rte_mp_produce,
 	.consume = rte_consume,

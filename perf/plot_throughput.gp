@@ -30,9 +30,9 @@ set pointsize 1.2
 
 # One colour and point type per ring name, the same in every plot.
 all = "lull-spsc lull-mpsc ck-spsc ck-mpmc ck-mpsc rte-spsc rte-mpsc " \
-	. "urcu-wfcq pipe eventfd"
+	. "urcu-wfcq pipe eventfd boost-spsc boost-spsc-bulk moodycamel"
 colours = "#c00000 #ff4040 #1f4e9a #3c78d8 #6fa8dc #2e7d32 #66bb6a " \
-	. "#8e44ad #7f6000 #b07000"
+	. "#8e44ad #7f6000 #b07000 #e6550d #fd8d3c #17becf"
 ringindex(r) = (n = 0, \
 	sum [k = 1:words(all)] (word(all, k) eq r ? (n = k, 0) : 0), n)
 colour(r) = ringindex(r) > 0 ? word(colours, ringindex(r)) : "#000000"

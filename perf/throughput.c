@@ -2,14 +2,24 @@
 /*
  * throughput.c - messages per second through one consumer and P producers,
  * for lull's rings, with lull's own parked consumer, and their peers side by
- * side: Concurrency Kit's ck_ring, DPDK's rte_ring, liburcu's wfcqueue, a
- * pipe and an eventfd doorbell queue.
+ * side: Concurrency Kit's ck_ring, DPDK's rte_ring, liburcu's wfcqueue,
+ * boost.lockfree's spsc_queue, moodycamel's ConcurrentQueue, a pipe and an
+ * eventfd doorbell queue.
  *
  * The rings, one file each behind struct peer_ring (throughput.h):
  * peer_lull.c (lull-spsc, lull-mpsc), peer_ck.c (ck-spsc, ck-mpmc,
- * ck-mpsc), peer_rte.c (rte-spsc, rte-mpsc), peer_urcu.c (urcu-wfcq),
- * peer_pipe.c and peer_eventfd.c; --ring, repeatable, picks some (default
- * every one that was built).  SPSC rings only run with one producer.
+ * ck-mpsc), peer_rte.c (rte-spsc, rte-mpsc), peer_urcu.c (urcu-wfcq), the
+ * C++ peer_boost.cpp (boost-spsc, boost-spsc-bulk) and peer_moodycamel.cpp
+ * (moodycamel), peer_pipe.c and peer_eventfd.c; --ring, repeatable, picks
+ * some (default every one that was built).  SPSC rings only run with one
+ * producer.
+ *
+ * Batches.  --batch bounds what a consumer takes per read or poll.
+ * --producer-batch N makes the producers of the rings that can push
+ * several messages at once push N at a time (rte's burst enqueue,
+ * boost-spsc-bulk's push(const T *, n), moodycamel's try_enqueue_bulk);
+ * without it they push one (boost-spsc-bulk: 32), and every other ring
+ * always pushes one.  The JSON's producer_batch is each ring's.
  *
  * Waiting.  The lull consumer parks (peer_lull.c).  The spinning peers (ck, rte,
  * urcu) keep their natural waiting: on an empty ring the consumer, and on a
@@ -55,7 +65,14 @@
  *                 order).  The rte and eventfd consumers take a burst
  *                 before they copy any of it out, freeing up to 256 slots
  *                 whose buffers are still to be read, so their slabs have
- *                 256 buffers more.
+ *                 256 buffers more; an rte producer pushing batches fills
+ *                 a batch's buffers first, so its slab has a batch more.
+ *   by value      boost's and moodycamel's queues hold items, not
+ *                 pointers: a fixed-size item per payload (8, 64 or 512
+ *                 bytes, peer_items.hpp).  The producer sets the value in
+ *                 its own item and the push copies the item in; the pop
+ *                 copies items out into the consumer's array, and the
+ *                 consumer sums their first 8 bytes.
  *
  * Equal memory.  --capacity is lull's data area in bytes (default 1 MiB).
  * The slot rings get the largest power-of-two slot count whose memory fits
@@ -65,9 +82,11 @@
  * producer's share of the traffic only ever touches its own).  rte_ring
  * holds one message less than its slots.  urcu's producers share capacity /
  * (16 + align8(max(payload, 8))) nodes (at least 256 each); the pipe gets
- * capacity bytes.  At payload 8 lull's 16-byte records hold half the
- * messages that an 8-byte slot does: the same cache footprint, not the same
- * message count.
+ * capacity bytes.  boost's queue holds the largest power-of-two count of
+ * items that fits; moodycamel's producers share capacity / item size items
+ * (in blocks of 32, at least 256 each).  At payload 8 lull's 16-byte
+ * records hold half the messages that an 8-byte slot does: the same cache
+ * footprint, not the same message count.
  *
  * Fairness.  The rings are interleaved within each repetition: run 1 of
  * every ring, then run 2 of every ring, and so on, so machine noise hits all
@@ -542,6 +561,7 @@ int main(int argc, char **argv)
 	struct options opt;
 	struct config *cfgs;
 	int ncfgs = 0, ncpus, i, j, k, run, status = 0;
+	char push_batch[48];
 	uint64_t t0;
 
 	if (tp_parse_options(argc, argv, &opt))
@@ -567,6 +587,7 @@ int main(int argc, char **argv)
 				c->ring = tp_rings[kind];
 				c->producers = opt.producers[j];
 				c->payload = opt.payloads[i];
+				c->push_batch = tp_push_batch(c->ring, &opt);
 				ncfgs++;
 				if (config_setup(c, &opt)) {
 					fprintf(stderr,
@@ -586,11 +607,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (opt.push_batch)
+		snprintf(push_batch, sizeof(push_batch), "%u", opt.push_batch);
+	else
+		snprintf(push_batch, sizeof(push_batch),
+			 "1 (boost-spsc-bulk 32)");
 	fprintf(stderr,
 		"throughput: lull %s, %d config(s) x %d run(s), capacity %zu, "
-		"batch %u, %d CPU(s), %s\n",
+		"batch %u, producer batch %s, %d CPU(s), %s\n",
 		lull_version(), ncfgs, opt.runs, opt.capacity, opt.batch,
-		ncpus, opt.pin ? "pinned" : "not pinned");
+		push_batch, ncpus, opt.pin ? "pinned" : "not pinned");
 	if (opt.messages)
 		fprintf(stderr, "throughput: %llu messages per run\n",
 			(unsigned long long)opt.messages);

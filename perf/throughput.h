@@ -15,7 +15,13 @@
  * throughput_options.c, throughput_report.c (table, ratios, targets, JSON),
  * peers.c (the list of rings), and one file per ring: peer_lull.c,
  * peer_ck.c, peer_rte.c (DPDK), peer_urcu.c (liburcu), peer_pipe.c,
- * peer_eventfd.c.
+ * peer_eventfd.c, and the C++ ones, peer_boost.cpp (boost.lockfree) and
+ * peer_moodycamel.cpp.
+ *
+ * C++ peers include this header too (g++ -std=c++23, whose <stdatomic.h>
+ * maps _Atomic(T) to std::atomic<T> with the same size and alignment): the
+ * atomic members are spelt _Atomic(T), and everything declared here has C
+ * linkage.
  */
 #ifndef LULL_PERF_THROUGHPUT_H
 #define LULL_PERF_THROUGHPUT_H
@@ -35,6 +41,10 @@
 
 #include "bench_common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
@@ -49,6 +59,8 @@
 #define LINE 128
 #define RTE_BURST 256u
 #define MQ_BURST 256u /* eventfd: messages taken per lock */
+#define ITEM_POP 32u  /* boost, moodycamel: messages taken per pop */
+#define MAX_PUSH_BATCH 1024u /* --producer-batch */
 
 /* The rings, in the order of the table: indices into tp_rings[]. */
 enum ring_kind {
@@ -60,6 +72,9 @@ enum ring_kind {
 	RING_RTE_SPSC,
 	RING_RTE_MPSC,
 	RING_URCU_WFCQ,
+	RING_BOOST_SPSC,
+	RING_BOOST_SPSC_BULK,
+	RING_MOODYCAMEL,
 	RING_PIPE,
 	RING_EVENTFD,
 	RING_KINDS
@@ -99,6 +114,12 @@ struct peer_ring {
 	bool is_lull;
 	bool target;  /* a peer of lull's throughput targets */
 	bool kernel;  /* errors are errno values, not lull's */
+	/*
+	 * 0: one message per push, whatever --producer-batch says.  Else
+	 * the ring can push several at once: --producer-batch of them, or
+	 * this many when the option is not given (config.push_batch).
+	 */
+	unsigned int push_batch;
 
 	/*
 	 * Once per configuration, before the first run: the ring, its
@@ -150,12 +171,22 @@ struct options {
 	int runs;
 	size_t capacity;
 	unsigned int batch;
+	unsigned int push_batch; /* --producer-batch; 0: each ring's own */
 	double max_others; /* repeat runs busier than this; < 0: never */
 	int64_t lull_spin_ns; /* < 0: lull's default */
 	bool json;
 	bool pin;
 	bool verbose;
 };
+
+/* How many messages @ring's producers push at once under @opt. */
+static inline unsigned int tp_push_batch(const struct peer_ring *ring,
+					 const struct options *opt)
+{
+	if (!ring->push_batch)
+		return 1;
+	return opt->push_batch ? opt->push_batch : ring->push_batch;
+}
 
 /* What one timed run measured. */
 struct run_result {
@@ -178,6 +209,7 @@ struct config {
 	const struct peer_ring *ring;
 	unsigned int producers;
 	size_t payload;
+	unsigned int push_batch; /* messages per push (tp_push_batch()) */
 	bool failed;
 	bool skipped;
 
@@ -202,16 +234,16 @@ struct run {
 	uint64_t mask; /* the value bits that fit in the payload */
 	void *state;   /* the ring's own, from its run_open */
 
-	alignas(LINE) _Atomic int go;
-	alignas(LINE) _Atomic int stop;
-	alignas(LINE) _Atomic int abort;
-	_Atomic unsigned int done;
-	_Atomic uint64_t sent;
-	_Atomic uint64_t sent_sum;
-	_Atomic uint64_t prod_waits;    /* producer back-offs on a full ring */
-	_Atomic uint64_t prod_yields;   /* of which sched_yield() */
-	_Atomic uint64_t prod_syscalls; /* pipe and doorbell writes */
-	_Atomic uint64_t cpu_ns;        /* CPU time of all the run's threads */
+	alignas(LINE) _Atomic(int) go;
+	alignas(LINE) _Atomic(int) stop;
+	alignas(LINE) _Atomic(int) abort;
+	_Atomic(unsigned int) done;
+	_Atomic(uint64_t) sent;
+	_Atomic(uint64_t) sent_sum;
+	_Atomic(uint64_t) prod_waits;    /* producer back-offs on a full ring */
+	_Atomic(uint64_t) prod_yields;   /* of which sched_yield() */
+	_Atomic(uint64_t) prod_syscalls; /* pipe and doorbell writes */
+	_Atomic(uint64_t) cpu_ns;        /* CPU time of all the run's threads */
 
 	/* Written by the consumer, read by main after the join. */
 	alignas(LINE) uint64_t t_end;
@@ -372,6 +404,68 @@ tp_produce(struct producer *p, unsigned char *msg, tp_send_fn *send)
 }
 
 /*
+ * Producers that push several messages at once (config.push_batch > 1):
+ * @send writes the @n messages of @values (n <= MAX_PUSH_BATCH), all of
+ * them, and returns 0, or a negative error (-ECANCELED: the run was
+ * aborted).  The stop flag is checked once per batch, so a producer may
+ * send up to a batch more than one that pushes one at a time.
+ */
+typedef int tp_send_batch_fn(struct producer *p, struct config *cfg,
+			     unsigned char *msg, const uint64_t *values,
+			     unsigned int n, struct send_state *st);
+
+static inline __attribute__((always_inline)) void
+tp_produce_batch(struct producer *p, unsigned char *msg,
+		 tp_send_batch_fn *send)
+{
+	struct run *run = p->run;
+	struct config *cfg = run->cfg;
+	uint64_t base = (uint64_t)(p->id + 1) * VALUE_STRIDE;
+	uint64_t values[MAX_PUSH_BATCH];
+	uint64_t seq = 0, sum = 0;
+	unsigned int i, n = 0;
+	struct send_state st;
+	int r = 0;
+
+	memset(&st, 0, sizeof(st));
+	bench_backoff_init(&st.bo);
+	while (seq < p->quota) {
+		/* Relaxed: a flag, as in tp_produce(). */
+		if (atomic_load_explicit(&run->stop, memory_order_relaxed))
+			break;
+		n = p->quota - seq < cfg->push_batch ?
+			    (unsigned int)(p->quota - seq) :
+			    cfg->push_batch;
+		for (i = 0; i < n; i++)
+			values[i] = (base + seq + i) & run->mask;
+		r = send(p, cfg, msg, values, n, &st);
+		if (unlikely(r))
+			break;
+		bench_backoff_reset(&st.bo);
+		for (i = 0; i < n; i++)
+			sum += values[i];
+		seq += n;
+	}
+	if (r && r != -ECANCELED) {
+		p->err = r;
+		tp_run_fail(run, "%s: producer %u: write failed: %s",
+			    cfg->ring->name, p->id,
+			    cfg->ring->kernel ? strerror(-r) :
+						lull_strerror(r));
+	}
+	atomic_fetch_add_explicit(&run->sent, seq, memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->sent_sum, sum, memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_waits, st.bo.waits,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_yields, st.bo.yields,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_syscalls, st.syscalls,
+				  memory_order_relaxed);
+	tp_account_cpu(run);
+	tp_producers_done(run, 1, p->handle);
+}
+
+/*
  * What a slot ring carries for @value: the value itself in the pointer
  * slot (payload <= 8), or the address of the producer's next slab buffer,
  * filled with the message built in @msg.
@@ -443,7 +537,8 @@ tp_consume_spin(struct run *run, struct consumer_state *cs, tp_pop_fn *pop)
 {
 	struct config *cfg = run->cfg;
 	unsigned int batch = run->opt->batch;
-	struct progress prog = { .last_ns = bench_now_ns() };
+	struct progress prog = { .last_count = 0,
+				.last_ns = bench_now_ns() };
 	unsigned int empties = 0;
 	struct bench_backoff bo;
 	int r;
@@ -464,5 +559,9 @@ tp_consume_spin(struct run *run, struct consumer_state *cs, tp_pop_fn *pop)
 	run->cons_waits = bo.waits;
 	run->cons_yields = bo.yields;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* LULL_PERF_THROUGHPUT_H */

@@ -36,7 +36,15 @@ static void usage(FILE *f)
 		"                    the peers get the same memory\n"
 		"  --batch N         lull_ring_read limit, messages per poll "
 		"of the others\n"
-		"                    (default %u; rte bursts at most %u)\n"
+		"                    (default %u; rte bursts at most %u, boost "
+		"and moodycamel\n"
+		"                    pop at most %u)\n"
+		"  --producer-batch N messages per push for the rings that "
+		"can push several\n"
+		"                    at once (rte-*, boost-spsc-bulk, "
+		"moodycamel; at most %u);\n"
+		"                    default 1, boost-spsc-bulk 32; the "
+		"others push one\n"
 		"  --lull-spin-ns N  lull consumer: spin N ns on an empty "
 		"ring before parking\n"
 		"                    (default: lull's, %s)\n"
@@ -50,6 +58,7 @@ static void usage(FILE *f)
 		"table to stderr\n"
 		"  --verbose         print every run\n",
 		DEFAULT_SECONDS, DEFAULT_RUNS, DEFAULT_BATCH, RTE_BURST,
+		ITEM_POP, MAX_PUSH_BATCH,
 		LULL_PARK_SPIN_DEFAULT_NS > (uint64_t)INT64_MAX ? "adaptive"
 							       : tp_lull_spin_json(-1));
 }
@@ -57,7 +66,8 @@ static void usage(FILE *f)
 int tp_parse_options(int argc, char **argv, struct options *opt)
 {
 	enum { O_RING = 256, O_PROD, O_PAYLOAD, O_SECONDS, O_MESSAGES,
-	       O_TIME_LIMIT, O_RUNS, O_CAPACITY, O_BATCH, O_MAX_OTHERS,
+	       O_TIME_LIMIT, O_RUNS, O_CAPACITY, O_BATCH, O_PUSH_BATCH,
+	       O_MAX_OTHERS,
 	       O_LULL_SPIN, O_JSON, O_PIN, O_VERBOSE, O_HELP };
 	static const struct option longopts[] = {
 		{ "ring", required_argument, NULL, O_RING },
@@ -69,6 +79,7 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 		{ "runs", required_argument, NULL, O_RUNS },
 		{ "capacity", required_argument, NULL, O_CAPACITY },
 		{ "batch", required_argument, NULL, O_BATCH },
+		{ "producer-batch", required_argument, NULL, O_PUSH_BATCH },
 		{ "max-others", required_argument, NULL, O_MAX_OTHERS },
 		{ "lull-spin-ns", required_argument, NULL, O_LULL_SPIN },
 		{ "json", no_argument, NULL, O_JSON },
@@ -178,6 +189,17 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 				return -1;
 			}
 			opt->batch = (unsigned int)v;
+			break;
+		case O_PUSH_BATCH:
+			if (!bench_parse_u64(optarg, &v) || !v ||
+			    v > MAX_PUSH_BATCH) {
+				fprintf(stderr,
+					"throughput: bad --producer-batch (1 "
+					"to %u)\n",
+					MAX_PUSH_BATCH);
+				return -1;
+			}
+			opt->push_batch = (unsigned int)v;
 			break;
 		case O_MAX_OTHERS:
 			if (!bench_parse_double(optarg, &opt->max_others) ||

@@ -134,9 +134,18 @@ void tp_print_json(struct config *cfgs, int ncfgs, const struct config *cfg,
 		d->json(cfg);
 	if (opt->messages)
 		printf("\"truncated_runs\":%d,", cfg->truncated_runs);
-	printf("\"seconds\":%.3f,\"pinned\":%s,\"batch\":%u}\n",
+	printf("\"seconds\":%.3f,\"pinned\":%s,\"batch\":%u,"
+	       "\"producer_batch\":%u}\n",
 	       opt->messages ? 0 : opt->seconds, opt->pin ? "true" : "false",
-	       opt->batch);
+	       opt->batch, cfg->push_batch);
+}
+
+/* A ratio column's width: the peer's name, at least 9. */
+static int column(enum ring_kind peer)
+{
+	int w = (int)strlen(tp_rings[peer]->name);
+
+	return w > 9 ? w : 9;
 }
 
 /* lull ring @lull over each of its peers, one row per payload and count. */
@@ -164,7 +173,7 @@ static void print_ratios(FILE *f, struct config *cfgs, int ncfgs,
 					tp_rings[lull]->name, "payload",
 					"prod");
 				for (k = 0; k < npeers; k++)
-					fprintf(f, " %9s",
+					fprintf(f, " %*s", column(peers[k]),
 						tp_rings[peers[k]]->name);
 				fprintf(f, "\n");
 			}
@@ -175,9 +184,12 @@ static void print_ratios(FILE *f, struct config *cfgs, int ncfgs,
 					opt->payloads[i]);
 
 				if (b)
-					fprintf(f, " %8.2fx", ratio(a, b));
+					fprintf(f, " %*.2fx",
+						column(peers[k]) - 1,
+						ratio(a, b));
 				else
-					fprintf(f, " %9s", "-");
+					fprintf(f, " %*s", column(peers[k]),
+						"-");
 			}
 			fprintf(f, "\n");
 		}
@@ -250,10 +262,10 @@ void tp_print_table(FILE *f, struct config *cfgs, int ncfgs,
 		    const struct options *opt)
 {
 	double busiest = 0;
-	int i, truncated = 0;
+	int i, truncated = 0, batched = 0;
 
 	fprintf(f,
-		"\n%-10s %4s %7s %8s %8s %8s %8s %9s %8s %5s %6s %5s %4s\n",
+		"\n%-15s %4s %7s %8s %8s %8s %8s %9s %8s %5s %6s %5s %4s\n",
 		"ring", "prod", "payload", "Mmsg/s", "min", "max", "ns/msg",
 		"wakes/msg", "sys/msg", "CPUs", "others", "c2c", "runs");
 	for (i = 0; i < ncfgs; i++) {
@@ -261,7 +273,7 @@ void tp_print_table(FILE *f, struct config *cfgs, int ncfgs,
 		struct summary s;
 
 		if (!c->done_runs) {
-			fprintf(f, "%-10s %4u %7zu %8s\n",
+			fprintf(f, "%-15s %4u %7zu %8s\n",
 				tp_rings[c->kind]->name, c->producers,
 				c->payload, c->skipped ? "skipped" : "failed");
 			continue;
@@ -270,13 +282,16 @@ void tp_print_table(FILE *f, struct config *cfgs, int ncfgs,
 		if (s.other > busiest)
 			busiest = s.other;
 		fprintf(f,
-			"%-10s %4u %7zu %8.2f %8.2f %8.2f %8.2f %9.2g %8.2g "
-			"%5.2f %6.2f %5.0f %4d%s\n",
+			"%-15s %4u %7zu %8.2f %8.2f %8.2f %8.2f %9.2g %8.2g "
+			"%5.2f %6.2f %5.0f %4d%s%s\n",
 			tp_rings[c->kind]->name, c->producers, c->payload,
 			s.mps / 1e6, s.mps_min / 1e6, s.mps_max / 1e6, s.nspm,
 			s.wpm, s.spm, s.cpus, s.other, s.c2c, c->done_runs,
-			c->truncated_runs ? "*" : "");
+			c->truncated_runs ? "*" : "",
+			c->push_batch > 1 ? "+" : "");
 		truncated += c->truncated_runs;
+		if (c->push_batch > 1)
+			batched = (int)c->push_batch;
 	}
 
 	fprintf(f,
@@ -294,6 +309,11 @@ void tp_print_table(FILE *f, struct config *cfgs, int ncfgs,
 			"*: %d run(s) stopped at --time-limit before sending "
 			"every message.\n",
 			truncated);
+	if (batched)
+		fprintf(f,
+			"+: its producers pushed %d messages at a time "
+			"(--producer-batch); the others\none at a time.\n",
+			batched);
 	if (busiest > 0.1)
 		fprintf(f,
 			"warning: other processes used up to %.2f CPUs "

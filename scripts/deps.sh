@@ -64,9 +64,16 @@ audio)
 	want_command python3 python3
 	;;
 bench)
-	# The throughput peers and the plots.
+	# The throughput peers, the handoff mechanisms from other libraries
+	# (boost's spsc_queue and moodycamel's queues are C++ headers: g++
+	# builds their peers) and the plots.
 	want_pkgconfig libdpdk libdpdk-dev
 	want_pkgconfig liburcu liburcu-dev
+	want_command g++ g++
+	want_file /usr/include/boost/lockfree/spsc_queue.hpp libboost-dev
+	want_file /usr/include/concurrentqueue/concurrentqueue.h \
+		libconcurrentqueue-dev
+	want_pkgconfig libuv libuv1-dev
 	want_command gnuplot gnuplot-nox
 	want_command python3 python3
 	;;
