@@ -4,6 +4,11 @@
  *   lull-spsc  lull SPSC ring: lull_spsc_write() of the payload.
  *   lull-mpsc  lull MPSC ring: each producer has its own lull_producer and
  *              calls lull_mpsc_write().
+ *   lull-lanes lull LANES ring, a lane per producer (each lane a power of
+ *              two at most --capacity / producers, so that every ring has
+ *              the same memory): lull_mpsc_write() on each producer's lane.
+ * With --producer-batch N, producers push N records with one
+ * lull_*_write_batch() call (one publish; MPSC: one claim).
  * The consumer is lull's parked consumer: lull_ring_read() with a large
  * batch limit and, when the ring is empty, lull_ring_wait() (lull's park: a
  * futex wait after the park handshake, spin before it per --lull-spin-ns,
@@ -152,6 +157,24 @@ lull_write(const struct config *cfg, struct lull_producer *prod,
 	return lull_mpsc_write(prod, type, data, len);
 }
 
+/* The ring's topology and the capacity of each of its lanes. */
+static unsigned lull_topology(const struct config *cfg,
+			      const struct options *opt, size_t *capacityp)
+{
+	size_t lane = opt->capacity;
+
+	*capacityp = opt->capacity;
+	if (cfg->kind == RING_LULL_SPSC)
+		return LULL_RING_SPSC;
+	if (cfg->kind == RING_LULL_MPSC)
+		return LULL_RING_MPSC;
+	while (lane / 2 >= LULL_RING_MIN_CAPACITY &&
+	       lane * cfg->producers > opt->capacity)
+		lane /= 2;
+	*capacityp = lane;
+	return LULL_RING_LANES(cfg->producers);
+}
+
 /*
  * Fill the ring to -EAGAIN through the first producer and drain it once,
  * so that no timed run pays for first-touch page faults.  The producer
@@ -211,15 +234,19 @@ static int lull_setup(struct config *cfg, const struct options *opt)
 		.safety_timeout_ns = LULL_PARK_SAFETY_TIMEOUT_DEFAULT_NS,
 	};
 	struct lull_peer *lp = calloc(1, sizeof(*lp));
-	unsigned int i;
+	unsigned int i, topology;
+	size_t capacity;
 	int r;
 
 	if (!lp)
 		return -ENOMEM;
 	cfg->state = lp;
-	r = lull_ring_create(&lp->ring, opt->capacity,
-			     cfg->kind == RING_LULL_SPSC ? LULL_RING_SPSC :
-							   LULL_RING_MPSC);
+	if (cfg->kind == RING_LULL_LANES && cfg->producers > LULL_RING_LANES_MAX) {
+		cfg->skipped = true;
+		return 0;
+	}
+	topology = lull_topology(cfg, opt, &capacity);
+	r = lull_ring_create(&lp->ring, capacity, topology);
 	if (r) {
 		fprintf(stderr, "throughput: lull_ring_create: %s\n",
 			lull_strerror(r));
@@ -230,7 +257,7 @@ static int lull_setup(struct config *cfg, const struct options *opt)
 			"throughput: payload %zu above the max of %zd for "
 			"capacity %zu\n",
 			cfg->payload, lull_ring_max_payload(lp->ring),
-			opt->capacity);
+			capacity);
 		return -EMSGSIZE;
 	}
 	if (opt->lull_spin_ns >= 0) {
@@ -310,6 +337,56 @@ lull_send(struct producer *p, struct config *cfg, unsigned char *msg,
 	}
 }
 
+/*
+ * @n records at once, one lull_*_write_batch() call: all of them or, on a
+ * full ring, none (then again after a back-off).
+ */
+static inline __attribute__((always_inline)) int
+lull_send_batch(struct producer *p, struct config *cfg, unsigned char *msg,
+		const uint64_t *values, unsigned int n, struct send_state *st,
+		enum ring_kind kind)
+{
+	struct lull_record recs[MAX_PUSH_BATCH];
+	size_t payload = cfg->payload, stride = (payload + 7) & ~(size_t)7;
+	unsigned int i;
+	int r;
+
+	/* msg holds a batch of strides (producer_main() in throughput.c). */
+	for (i = 0; i < n; i++) {
+		memcpy(msg + i * stride, &values[i], payload < 8 ? payload : 8);
+		recs[i].data = msg + i * stride;
+		recs[i].len = (uint32_t)payload;
+		recs[i].type = MSG_TYPE;
+	}
+	for (;;) {
+		if (kind == RING_LULL_SPSC)
+			r = lull_spsc_write_batch(p->handle, recs, n);
+		else
+			r = lull_mpsc_write_batch(p->handle, recs, n);
+		if (likely(r == 0))
+			return 0;
+		if (r != -EAGAIN)
+			return r;
+		if (tp_aborted(p->run))
+			return -ECANCELED;
+		bench_backoff_wait(&st->bo);
+	}
+}
+
+static int lull_spsc_send_batch(struct producer *p, struct config *cfg,
+				unsigned char *msg, const uint64_t *values,
+				unsigned int n, struct send_state *st)
+{
+	return lull_send_batch(p, cfg, msg, values, n, st, RING_LULL_SPSC);
+}
+
+static int lull_mpsc_send_batch(struct producer *p, struct config *cfg,
+				unsigned char *msg, const uint64_t *values,
+				unsigned int n, struct send_state *st)
+{
+	return lull_send_batch(p, cfg, msg, values, n, st, RING_LULL_MPSC);
+}
+
 static int lull_spsc_send(struct producer *p, struct config *cfg,
 			  unsigned char *msg, uint64_t value,
 			  struct send_state *st)
@@ -326,13 +403,22 @@ static int lull_mpsc_send(struct producer *p, struct config *cfg,
 
 static void lull_spsc_produce(struct producer *p, unsigned char *msg)
 {
-	tp_produce(p, msg, lull_spsc_send);
+	if (p->run->cfg->push_batch > 1)
+		tp_produce_batch(p, msg, lull_spsc_send_batch);
+	else
+		tp_produce(p, msg, lull_spsc_send);
 }
 
+/* lull-mpsc and lull-lanes: the MPSC calls, which a lane producer takes. */
 static void lull_mpsc_produce(struct producer *p, unsigned char *msg)
 {
-	tp_produce(p, msg, lull_mpsc_send);
+	if (p->run->cfg->push_batch > 1)
+		tp_produce_batch(p, msg, lull_mpsc_send_batch);
+	else
+		tp_produce(p, msg, lull_mpsc_send);
 }
+
+#define lull_lanes_produce lull_mpsc_produce
 
 /*
  * The end record, through @handle, after every message of the run.  A
@@ -409,9 +495,16 @@ static void lull_consume(struct run *run, struct consumer_state *cs)
  */
 static void lull_counters(struct config *cfg, struct peer_counters *c)
 {
+	struct lull_peer *lp = cfg->state;
+	struct lull_producer_stats ps;
 	struct lull_ring_stats st = { 0 };
 
+	c->claim_retries = 0;
+	for (unsigned int i = 0; i < cfg->producers; i++)
+		if (lull_producer_stats(lp->prods[i], &ps) == 0)
+			c->claim_retries += ps.claim_retries;
 	lull_ring_stats(ring_of(cfg), &st);
+	c->claim_waits = st.claim_waits;
 	c->wakes = st.wakes;
 	c->parks = st.parks;
 	c->park_cancels = st.park_cancels;
@@ -424,6 +517,7 @@ static void lull_counters(struct config *cfg, struct peer_counters *c)
 #define LULL_PEER(kind, cls_)                                                \
 	{                                                                    \
 		.name = "lull-" #kind, .cls = cls_, .is_lull = true,         \
+		.push_batch = 1,                                             \
 		.setup = lull_setup, .producer_attach = lull_producer_lend,  \
 		.produce = lull_##kind##_produce,                            \
 		.end_stream = lull_end_stream, .consume = lull_consume,      \
@@ -432,3 +526,4 @@ static void lull_counters(struct config *cfg, struct peer_counters *c)
 
 const struct peer_ring tp_lull_spsc = LULL_PEER(spsc, CLASS_SPSC);
 const struct peer_ring tp_lull_mpsc = LULL_PEER(mpsc, CLASS_MPSC);
+const struct peer_ring tp_lull_lanes = LULL_PEER(lanes, CLASS_MPSC);

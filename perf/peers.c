@@ -10,7 +10,7 @@
  */
 #include "throughput.h"
 
-extern const struct peer_ring tp_lull_spsc, tp_lull_mpsc;
+extern const struct peer_ring tp_lull_spsc, tp_lull_mpsc, tp_lull_lanes;
 extern const struct peer_ring tp_ck_spsc, tp_ck_mpmc, tp_ck_mpsc;
 extern const struct peer_ring tp_pipe, tp_eventfd;
 
@@ -55,6 +55,7 @@ static const struct peer_ring tp_moodycamel = {
 const struct peer_ring *const tp_rings[RING_KINDS] = {
 	[RING_LULL_SPSC] = &tp_lull_spsc,
 	[RING_LULL_MPSC] = &tp_lull_mpsc,
+	[RING_LULL_LANES] = &tp_lull_lanes,
 	[RING_CK_SPSC] = &tp_ck_spsc,
 	[RING_CK_MPMC] = &tp_ck_mpmc,
 	[RING_CK_MPSC] = &tp_ck_mpsc,

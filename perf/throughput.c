@@ -214,14 +214,17 @@ static void *producer_main(void *arg)
 	struct producer *p = arg;
 	struct run *run = p->run;
 	size_t len = run->cfg->payload > 8 ? run->cfg->payload : 8;
-	unsigned char *msg = aligned_alloc(64, (len + 63) & ~(size_t)63);
+	unsigned int batch = run->cfg->push_batch ? run->cfg->push_batch : 1;
+	/* Room for a batch of messages, 8-aligned each (peer_lull.c). */
+	size_t bytes = ((len + 7) & ~(size_t)7) * batch;
+	unsigned char *msg = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 
 	if (!msg) {
 		tp_run_fail(run, "producer %u: out of memory", p->id);
 		tp_producers_done(run, 1, p->handle);
 		return NULL;
 	}
-	memset(msg, 0xa5, len);
+	memset(msg, 0xa5, bytes);
 	bench_pin_self(p->cpu);
 	wait_go(run);
 	run->cfg->ring->produce(p, msg);
@@ -511,6 +514,8 @@ static int run_once(struct config *cfg, const struct options *opt,
 	res->spm = (double)syscalls / res->msgs;
 	res->ppm = (double)(st1.parks - st0.parks) / res->msgs;
 	res->cpm = (double)(st1.park_cancels - st0.park_cancels) / res->msgs;
+	res->rpm = (double)(st1.claim_retries - st0.claim_retries) / res->msgs;
+	res->clwpm = (double)(st1.claim_waits - st0.claim_waits) / res->msgs;
 	res->safety = (double)(st1.safety_timeouts - st0.safety_timeouts);
 	cfg->done_runs++;
 	if (truncated) {

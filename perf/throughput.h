@@ -66,6 +66,7 @@ extern "C" {
 enum ring_kind {
 	RING_LULL_SPSC,
 	RING_LULL_MPSC,
+	RING_LULL_LANES,
 	RING_CK_SPSC,
 	RING_CK_MPMC,
 	RING_CK_MPSC,
@@ -99,6 +100,8 @@ struct consumer_state;
  */
 struct peer_counters {
 	uint64_t wakes, parks, park_cancels, safety_timeouts, syscalls;
+	uint64_t claim_retries; /* MPSC claims that lost the tail's CAS */
+	uint64_t claim_waits;   /* reads stopped at a claimed record */
 };
 
 /*
@@ -201,6 +204,8 @@ struct run_result {
 	double ppm;   /* lull: consumer parks (sleeps) per message */
 	double cpm;   /* lull: parks cancelled at the re-check, per message */
 	double safety; /* lull: parks ended by the safety net */
+	double rpm;    /* lull: claim CAS retries per message */
+	double clwpm;  /* lull: reads stopped at a claim, per message */
 };
 
 /* One (ring, producers, payload) combination and its results. */

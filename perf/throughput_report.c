@@ -11,7 +11,7 @@
 
 struct summary {
 	double mps, mps_min, mps_max, nspm, msgs, cpus, other, c2c, wpm, spm,
-		ppm, cpm, safety;
+		ppm, cpm, safety, rpm, clwpm;
 };
 
 /* Whether lull ring @lull is compared with peer @peer. */
@@ -57,6 +57,8 @@ static void summarise(const struct config *cfg, struct summary *s)
 	s->spm = MEDIAN(cfg, spm);
 	s->ppm = MEDIAN(cfg, ppm);
 	s->cpm = MEDIAN(cfg, cpm);
+	s->rpm = MEDIAN(cfg, rpm);
+	s->clwpm = MEDIAN(cfg, clwpm);
 	s->safety = 0;
 	for (i = 0; i < cfg->done_runs; i++)
 		s->safety += cfg->res[i].safety;
@@ -120,6 +122,10 @@ void tp_print_json(struct config *cfgs, int ncfgs, const struct config *cfg,
 		       "\"lull_spin_ns\":%s,",
 		       s.ppm, s.cpm, tp_lull_membarrier_used() ? "membarrier" : "fence",
 		       s.safety, tp_lull_spin_json(opt->lull_spin_ns));
+	if (d->is_lull)
+		printf("\"claim_retries_per_msg\":%.6g,"
+		       "\"claim_waits_per_msg\":%.6g,",
+		       s.rpm, s.clwpm);
 	lull = lull_for(cfgs, ncfgs, cfg);
 	if (lull)
 		printf("\"lull_ring\":\"%s\",\"lull_ratio\":%.4f,",
