@@ -52,15 +52,22 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 
 /*
  * The producer's side of the park barrier (and of the SPSC busy
- * handshake): a compiler barrier where the consumer uses membarrier(2), a
- * seq_cst fence where it fences too.  Pairs with lull__park_barrier().
+ * handshake): a compiler barrier where the consumer uses membarrier(2)
+ * (@asym, LULL_REGION_ASYM_BARRIER), a seq_cst fence where it fences too.
+ * Pairs with lull__park_barrier().
  */
-static inline void lull__producer_barrier(const struct lull_producer *prod)
+static inline void lull__barrier_light(bool asym)
 {
-	if (prod->asym_barrier)
+	if (asym)
 		atomic_signal_fence(memory_order_seq_cst);
 	else
 		atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* The same, for a producer handle. */
+static inline void lull__producer_barrier(const struct lull_producer *prod)
+{
+	lull__barrier_light(prod->asym_barrier);
 }
 
 /* After a commit: the barrier, then the park word as this producer sees it. */

@@ -312,12 +312,102 @@ static void claim_abort(struct lull_producer *prod)
 	lull__notify(prod);
 }
 
+/*
+ * A lane producer writes a batch of records in one pass: each record is
+ * checked as it is written, behind the gate, so a bad one, a full lane or
+ * a batch too large is undone by zeroing what was written (nothing was
+ * visible: the gate was not) and nothing else is ever looked at twice.
+ * The checks give the errors batch_check() would, in the same cases: a
+ * batch larger than the bound fails on its size before the lane can look
+ * full, since its span exceeds the capacity only when its records exceed
+ * the bound (the padding of a wrap is shorter than a record).
+ */
+static int lane_write_batch(struct lull_producer *prod,
+			    const struct lull_record *recs, unsigned count)
+{
+	uint64_t tail, pos, size, pad, total = 0, bound;
+	uint32_t max_len;
+	int32_t length;
+	int ret;
+
+	ret = lane_check(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	if (unlikely(!recs || !count))
+		return -EINVAL;
+	ret = lane_enter(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	max_len = prod->max_record - LULL_RECORD_HEADER_SIZE;
+	bound = prod->mask + 1 - prod->max_record;
+	tail = pos = lane_tail(prod);
+	for (unsigned i = 0; i < count; i++) {
+		const struct lull_record *rec = &recs[i];
+
+		if (unlikely(rec->type < 1 || (rec->len && !rec->data))) {
+			ret = -EINVAL;
+			goto undo;
+		}
+		if (unlikely(rec->len > max_len)) {
+			ret = -EMSGSIZE;
+			goto undo;
+		}
+		size = record_size(rec->len);
+		total += size;
+		if (unlikely(total > bound)) {
+			ret = -EMSGSIZE;
+			goto undo;
+		}
+		pad = lull__wrap_padding(pos, prod->mask, size);
+		if (unlikely(!lane_room(prod, pos + pad + size))) {
+			ret = -EAGAIN;
+			goto undo;
+		}
+		if (unlikely(pad)) {
+			if (pos == tail) {
+				prod->claim_length = (uint32_t)pad;
+				prod->claim_type = LULL_TYPE_PADDING;
+			} else {
+				header_behind_gate(prod, pos, (int32_t)pad,
+						   LULL_TYPE_PADDING);
+			}
+			pos += pad;
+		}
+		length = (int32_t)(LULL_RECORD_HEADER_SIZE + rec->len);
+		if (i + 1 < count)
+			length |= LULL_LENGTH_BATCH_MORE;
+		if (pos == tail) {
+			prod->claim_length = (uint32_t)length;
+			prod->claim_type = rec->type;
+		} else {
+			header_behind_gate(prod, pos, length, rec->type);
+		}
+		lull__copy_payload(lull__header_at(prod->data, prod->mask,
+						   pos) + 1,
+				   rec->data, rec->len);
+		pos += size;
+	}
+	prod->claimed = true;
+	prod->claim_start = tail;
+	prod->claim_end = pos;
+	claim_commit(prod);
+	return 0;
+undo:
+	if (pos > tail + LULL_RECORD_HEADER_SIZE)
+		lane_zero(prod, tail + LULL_RECORD_HEADER_SIZE, pos);
+	lane_leave(prod);
+	return ret;
+}
+
 /* Write a batch of records: a claim, the copies, the commit. */
 static int batch_write(struct lull_producer *prod, const struct batch_src *src,
 		       bool mpsc)
 {
-	int ret = mpsc ? mpsc_claim(prod, src) : lane_claim(prod, src);
+	int ret;
 
+	if (!mpsc)
+		return lane_write_batch(prod, src->recs, src->count);
+	ret = mpsc_claim(prod, src);
 	if (ret == 0)
 		claim_commit(prod);
 	return ret;

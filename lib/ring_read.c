@@ -373,6 +373,9 @@ read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 					  limit, discarding, &rd);
 			if (unlikely(found < 0))
 				return rd.count ? (int)rd.count : found;
+			/* A kept record is the next one handed out. */
+			if (rd.kept)
+				break;
 		}
 		if (++lane == ring->lanes)
 			lane = 0;

@@ -102,39 +102,60 @@ spsc_write_wake(struct lull_producer *prod, uint32_t seen)
 LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 				const void *data, size_t len)
 {
+	struct lull_record_header *hdr;
 	struct lull_region *region;
-	unsigned char *at;
-	uint64_t tail, end, size;
+	struct lull_lane *lane;
+	uint64_t tail, end, size, mask;
+	bool asym;
 	uint32_t seen;
 
 	if (unlikely(!prod || prod->mode == LULL_RING_MPSC || prod->claimed ||
 		     type < 1 || len > 16 || (len && !data)))
 		return spsc_write_any(prod, type, data, len);
+	/*
+	 * Everything it needs from the handle, read once: the stores below
+	 * go through pointers the compiler cannot tell from the handle's, so
+	 * it would read each field again after each of them.
+	 */
 	region = prod->region;
-	tail = lane_tail(prod);
+	lane = prod->lane;
+	mask = prod->mask;
+	asym = prod->asym_barrier;
+	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
 	size = lull__align8(LULL_RECORD_HEADER_SIZE + len);
 	end = tail + size;
-	/* The record would wrap (padding first), or the ring looks full. */
-	if (unlikely((tail & prod->mask) + size > prod->mask + 1 ||
-		     end - prod->head_cache > prod->mask + 1 ||
-		     LULL_RECORD_HEADER_SIZE + len > prod->max_record))
+	/*
+	 * The record would wrap (padding first), or the ring looks full.  A
+	 * 16-byte payload always fits a record: the smallest ring's is 24.
+	 */
+	if (unlikely((tail & mask) + size > mask + 1 ||
+		     end - prod->head_cache > mask + 1))
 		return spsc_write_any(prod, type, data, len);
+	hdr = lull__header_at(prod->data, mask, tail);
 
 	/* lane_enter(), with the -EPIPE case left to the general path */
-	lane_busy_mark(prod);
+	/* Relaxed: ordered by the barrier, as in lane_busy_mark(). */
+	atomic_store_explicit(&lane->busy, 1, memory_order_relaxed);
+	lull__barrier_light(asym);
 	if (unlikely(lull__state(region) & LULL_STATE_CLOSED))
 		return spsc_write_any(prod, type, data, len); /* leaves */
 
 	/* lane_publish(): no padding, by the check above */
-	at = (unsigned char *)lull__header_at(prod->data, prod->mask, tail);
-	lull__copy_small(at + LULL_RECORD_HEADER_SIZE, data, len);
-	lane_header(prod, tail, (uint32_t)(LULL_RECORD_HEADER_SIZE + len),
-		    type);
-	lane_tail_store(prod, end);
+	lull__copy_small(hdr + 1, data, len);
+	hdr->type = type;
+	/* Pairs with the consumer's acquire load of length (lane_header()). */
+	atomic_store_explicit(&hdr->length,
+			      (int32_t)(LULL_RECORD_HEADER_SIZE + len),
+			      memory_order_release);
+	/* Relaxed: as in lane_tail_store(). */
+	atomic_store_explicit(&lane->tail, end, memory_order_relaxed);
 
 	/* lane_leave(), with the wake-up as a tail call */
-	lane_busy_clear(prod);
-	seen = lull__park_seen(prod);
+	/* Pairs with the closing consumer's acquire of busy. */
+	atomic_store_explicit(&lane->busy, 0, memory_order_release);
+	lull__barrier_light(asym);
+	/* Relaxed: ordered by the barrier, as in lull__park_seen(). */
+	seen = atomic_load_explicit(&region->park, memory_order_relaxed);
 	if (unlikely(seen != LULL_PARK_AWAKE))
 		return spsc_write_wake(prod, seen);
 	return 0;
