@@ -311,35 +311,67 @@ struct lane_read {
  * consumed in this read, the lane has nothing readable, or @fn ends the
  * read; then publish the lane's head.  While @discarding, only the rest
  * of a batch the consumer began.  Returns 0 or -EPROTO.
+ *
+ * The walk keeps what it needs in locals: @fn is opaque, so the compiler
+ * would read every field of the handle again after each call.  It stops
+ * at one position, the end of a lap (a batch zeroes what it consumed
+ * only at its end, so a walk that went a whole lap would find its own
+ * first record again) or, closing, the final tail (nothing is published
+ * past it): the walk never passes either, since no producer writes more
+ * than a lap ahead of the head.
  */
 static inline __attribute__((always_inline)) int
 read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 	  void *ctx, unsigned limit, bool discarding, struct lane_read *rd)
 {
+	unsigned char *data = cur->data;
+	const uint64_t mask = ring->mask, head = cur->head;
+	const uint64_t stop = ring->closing != LULL_CLOSING_OPEN
+				      ? cur->final_tail
+				      : head + mask + 1;
+	struct lull_record_header *hdr, *last = NULL;
 	struct lull_record rec;
-	const struct lull_record *last = NULL;
-	uint64_t pos = cur->head, end;
-	int found, verdict, ret = 0;
+	uint64_t pos = head, size;
+	unsigned count = rd->count;
+	int32_t length;
+	int verdict, ret = 0;
 
-	while (rd->count < limit) {
-		found = next_record(ring, cur, pos, &rec, &end);
-		if (found != NEXT_RECORD) {
-			if (unlikely(found < 0))
-				ret = found;
-			else
-				pos = end; /* past trailing padding */
-			if (unlikely(found == NEXT_CLAIMED))
+	while (count < limit && pos != stop) {
+		hdr = lull__header_at(data, mask, pos);
+		/*
+		 * Pairs with the producer's release store of a positive
+		 * length (see next_record()).  Zero: not written yet;
+		 * negative: claimed, not committed (MPSC).
+		 */
+		length = atomic_load_explicit(&hdr->length,
+					      memory_order_acquire);
+		if (length <= 0) {
+			if (unlikely(length < 0))
 				lull__count(&ring->region->claim_waits);
 			break;
 		}
+		length &= LULL_LENGTH_MASK;
+		size = lull__align8((uint64_t)length);
+		if (unlikely(length < (int32_t)LULL_RECORD_HEADER_SIZE ||
+			     size > mask + 1 - (pos & mask))) {
+			ret = -EPROTO; /* corrupt region */
+			break;
+		}
+		if (hdr->type == LULL_TYPE_PADDING) {
+			pos += size;
+			continue;
+		}
+		rec.data = hdr + 1;
+		rec.len = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
+		rec.type = hdr->type;
 		verdict = fn(&rec, ctx);
 		if (verdict == LULL_READ_KEEP) {
 			rd->stopped = rd->kept = true;
 			break;
 		}
-		pos = end;
-		rd->count++;
-		last = &rec;
+		pos += size;
+		count++;
+		last = hdr;
 		if (verdict != LULL_READ_CONTINUE) {
 			rd->stopped = true;
 			break;
@@ -347,9 +379,13 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 		if (unlikely(discarding) && !record_more(&rec))
 			break; /* the batch is whole: discard the rest */
 	}
-	/* Before the zeroing, which clears the flag. */
+	rd->count = count;
+	/* Before the zeroing, which clears the flag.  Relaxed: acquired
+	 * above, and nobody writes a committed record. */
 	if (last)
-		cur->in_batch = record_more(last);
+		cur->in_batch = atomic_load_explicit(&last->length,
+						     memory_order_relaxed) &
+				LULL_LENGTH_BATCH_MORE;
 	advance_head(ring, cur, pos);
 	return ret;
 }
