@@ -5,6 +5,7 @@
  * spin (fixed, or adaptive while records stream in).
  */
 #include <ck_pr.h>
+#include <sched.h>
 
 #include "park.h"
 
@@ -73,6 +74,17 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		deadline = lull__deadline_ns(lull__now_ns(),
 					     (uint64_t)timeout_ns);
 	if (spin_for_record(ring, deadline))
+		return 0;
+	/*
+	 * Give the CPU away once before parking: a producer that shares it
+	 * with us (more threads than CPUs) then runs on at once and fills
+	 * the ring, where a park would have made it pay a wake-up for its
+	 * next record and us a membarrier(2) and two context switches.  On
+	 * an idle CPU the call returns at once; an idle consumer still parks
+	 * and never wakes on its own.
+	 */
+	sched_yield();
+	if (lull__ring_readable(ring))
 		return 0;
 	how = ring->region->flags & LULL_REGION_PRIVATE
 		      ? LULL_PARK_FUTEX_PRIVATE
