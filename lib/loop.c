@@ -19,6 +19,8 @@
 
 #include <ck_pr.h>
 
+#include <sched.h>
+
 #include "loop_internal.h"
 
 LULL_EXPORT int lull_loop_create(struct lull_loop **loopp,
@@ -208,8 +210,17 @@ static void park_end(struct lull_loop *loop, bool timed_out)
 static int park(struct lull_loop *loop)
 {
 	uint64_t timeout = loop->safety_ns ? loop->safety_ns : LULL_NS_FOREVER;
+	unsigned i;
 	int ret;
 
+	/*
+	 * Give the CPU away once first, as lull_ring_wait() does: a producer
+	 * sharing it runs on instead of paying a wake-up.
+	 */
+	sched_yield();
+	for (i = 0; i < loop->nrings; i++)
+		if (lull__ring_readable(loop->rings[i]->ring))
+			return 0;
 	ret = park_begin(loop);
 	if (ret < 0)
 		return ret;
