@@ -23,8 +23,6 @@
 #define LARGEST_BATCH (CAP - CAP / 8)
 #define MAXB 128u
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* One batch: its records as claims and as records, and the model's seeds. */
 struct batch {
 	unsigned n;
