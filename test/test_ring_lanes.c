@@ -395,6 +395,54 @@ Test(lanes, peek_holds_its_record_while_other_lanes_fill,
 	lanes_fini(&l);
 }
 
+/*
+ * A record the handler keeps (LULL_READ_KEEP) is "handed out again by the
+ * next read" (lull_ring_read(3)): first, before another lane's turn.
+ */
+struct keeper {
+	struct got *g;
+	unsigned take; /* records to consume before keeping one */
+	struct stamp kept;
+};
+
+static int keep_after(const struct lull_record *rec, void *ctx)
+{
+	struct keeper *k = ctx;
+
+	if (k->take == 0) {
+		memcpy(&k->kept, rec->data, sizeof(k->kept));
+		return LULL_READ_KEEP;
+	}
+	k->take--;
+	return collect(rec, k->g);
+}
+
+Test(lanes, kept_record_is_the_first_of_the_next_read, .timeout = TIMEOUT_S)
+{
+	struct got g = { .n = 0 };
+	struct keeper k = { .g = &g };
+	struct lanes l;
+
+	lanes_init(&l, 1024, 2, 2);
+	for (unsigned take = 0; take < 3; take++) {
+		lanes_send(&l, 0, 3);
+		lanes_send(&l, 1, 3);
+		/* Consume @take records of a lane, keep the next one. */
+		k.take = take;
+		cr_assert_eq(lull_ring_read(l.ring, keep_after, &k, 8),
+			     (int)take);
+		cr_assert_eq(lull_ring_read(l.ring, collect, &g, 1), 1);
+		cr_assert(got_last(&g) == k.kept.producer &&
+				  g.st[g.n - 1].seq == k.kept.seq,
+			  "kept %u/%u, the next read handed %u/%u",
+			  k.kept.producer, k.kept.seq, got_last(&g),
+			  g.st[g.n - 1].seq);
+		got_drain(l.ring, &g, false);
+	}
+	got_all(&l, &g);
+	lanes_fini(&l);
+}
+
 /* ========================================================================
  * Capacity per lane
  */
