@@ -44,7 +44,8 @@ struct lull_ring {
 	alignas(LULL_LINE_PAIR) bool peeked;
 	uint32_t peek_lane;  /* the lane of the peeked record */
 	uint32_t next_lane;  /* LANES: where the next read starts */
-	uint64_t claim_waits; /* reads that stopped at a claimed record */
+	uint64_t records_since_wait; /* read since lull_ring_wait() last
+					began: a stream or a trickle */
 
 	/*
 	 * Shutdown as the consumer sees it (ring_read.c): once the region is

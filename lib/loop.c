@@ -214,13 +214,17 @@ static int park(struct lull_loop *loop)
 	int ret;
 
 	/*
-	 * Give the CPU away once first, as lull_ring_wait() does: a producer
-	 * sharing it runs on instead of paying a wake-up.
+	 * After a stream, give the CPU away once first, as lull_ring_wait()
+	 * does: a producer sharing it runs on instead of paying a wake-up.
 	 */
-	sched_yield();
-	for (i = 0; i < loop->nrings; i++)
-		if (lull__ring_readable(loop->rings[i]->ring))
-			return 0;
+	if (loop->stats.records - loop->records_at_park >=
+	    LULL_PARK_YIELD_RECORDS) {
+		sched_yield();
+		for (i = 0; i < loop->nrings; i++)
+			if (lull__ring_readable(loop->rings[i]->ring))
+				return 0;
+	}
+	loop->records_at_park = loop->stats.records;
 	ret = park_begin(loop);
 	if (ret < 0)
 		return ret;

@@ -118,6 +118,7 @@ struct lull_loop {
 	uint64_t safety_ns; /* 0: no safety net (the default) */
 	uint64_t coalesce_ns;
 	uint64_t records_at_rest; /* stats.records at the last park/window */
+	uint64_t records_at_park; /* stats.records at the last park */
 
 	struct loop_ring **rings;
 	unsigned nrings;

@@ -166,6 +166,13 @@ bool lull__park_end(struct lull_ring *ring);
 bool lull__park_finish(struct lull_ring *ring, bool timed_out);
 
 /*
+ * Records a consumer reads between two waits that make it yield the CPU
+ * once before it parks (lull_ring_wait(), the loop): a stream, whose
+ * producer may be waiting for our CPU.
+ */
+#define LULL_PARK_YIELD_RECORDS 32u
+
+/*
  * How long a consumer whose opt-in safety net fired lets an in-flight
  * producer claim the wake-up before counting a lost one.
  */

@@ -417,6 +417,7 @@ read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 			lane = 0;
 	}
 	ring->next_lane = lane;
+	ring->records_since_wait += rd.count;
 	if (rd.count || rd.kept)
 		return (int)rd.count;
 	/* Empty: is it the end?  The fatal and poison records come alone,

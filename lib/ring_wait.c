@@ -76,16 +76,22 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 	if (spin_for_record(ring, deadline))
 		return 0;
 	/*
-	 * Give the CPU away once before parking: a producer that shares it
-	 * with us (more threads than CPUs) then runs on at once and fills
-	 * the ring, where a park would have made it pay a wake-up for its
-	 * next record and us a membarrier(2) and two context switches.  On
-	 * an idle CPU the call returns at once; an idle consumer still parks
-	 * and never wakes on its own.
+	 * After a stream of records, give the CPU away once before parking:
+	 * a producer that shares it with us (more threads than CPUs) then
+	 * runs on at once and fills the ring, where a park would have made
+	 * it pay a wake-up for its next record and us a membarrier(2) and
+	 * two context switches.  Not after a lone record: the yield costs
+	 * a system call, and the scheduler counts the CPU it used against
+	 * our next wake-up's chance to run at once.  An idle consumer still
+	 * parks and never wakes on its own.
 	 */
-	sched_yield();
-	if (lull__ring_readable(ring))
-		return 0;
+	if (ring->records_since_wait >= LULL_PARK_YIELD_RECORDS) {
+		ring->records_since_wait = 0;
+		sched_yield();
+		if (lull__ring_readable(ring))
+			return 0;
+	}
+	ring->records_since_wait = 0;
 	how = ring->region->flags & LULL_REGION_PRIVATE
 		      ? LULL_PARK_FUTEX_PRIVATE
 		      : LULL_PARK_FUTEX;
