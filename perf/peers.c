@@ -48,7 +48,8 @@ static const struct peer_ring tp_boost_spsc_bulk = {
 extern const struct peer_ring tp_moodycamel;
 #else
 static const struct peer_ring tp_moodycamel = {
-	.name = "moodycamel", .cls = CLASS_MPSC, .push_batch = 1,
+	.name = "moodycamel", .cls = CLASS_MPSC, .target = true,
+	.push_batch = 1,
 };
 #endif
 

@@ -202,63 +202,87 @@ static void print_ratios(FILE *f, struct config *cfgs, int ncfgs,
 	}
 }
 
+/* The best median among the target peers of @cls, or NULL. */
+static struct config *best_peer(struct config *cfgs, int ncfgs,
+				enum ring_class cls, unsigned int np, size_t pl)
+{
+	struct config *best = NULL, *b;
+
+	for (int k = 0; k < RING_KINDS; k++) {
+		if (!tp_rings[k]->target || tp_rings[k]->cls != cls)
+			continue;
+		b = find_config(cfgs, ncfgs, k, np, pl);
+		if (b && (!best || MEDIAN(b, mps) > MEDIAN(best, mps)))
+			best = b;
+	}
+	return best;
+}
+
+/* One target line: lull ring @a at least @factor times @b. */
+static void target_line(FILE *f, const char *what, struct config *a,
+			struct config *b, double factor, int *met,
+			int *missed)
+{
+	bool ok = MEDIAN(a, mps) >= factor * MEDIAN(b, mps);
+
+	fprintf(f,
+		"  %s >= %.1fx %s, payload %zu P=%u: %.2f vs %.2f M msg/s "
+		"(%.2fx): %s\n",
+		what, factor, tp_rings[b->kind]->name, a->payload,
+		a->producers, MEDIAN(a, mps) / 1e6, MEDIAN(b, mps) / 1e6,
+		ratio(a, b), ok ? "met" : "MISSED");
+	ok ? (*met)++ : (*missed)++;
+}
+
 /*
- * The targets: lull-spsc at least ck-spsc on 8-byte messages; lull-mpsc at
- * least the best of rte-mpsc, ck-mpmc and urcu-wfcq at every producer count
- * (and, here, every payload).
+ * The targets of the perf issues, for what ran.  One record per push:
+ * lull-spsc at least boost-spsc and ck-spsc at 8 bytes; lull-lanes at
+ * least 1.2x the best MPSC peer (moodycamel included) at every producer
+ * count and payload.  With --producer-batch: lull-spsc at least 1.2x
+ * rte-spsc and boost-spsc-bulk, lull-mpsc at least 1.2x rte-mpsc at 1, 2
+ * and 4 producers.
  */
 static void print_targets(FILE *f, struct config *cfgs, int ncfgs,
 			  const struct options *opt)
 {
-	int i, j, k, met = 0, missed = 0;
+	static const enum ring_kind spsc_peers[] = {
+		RING_BOOST_SPSC, RING_CK_SPSC, RING_RTE_SPSC,
+		RING_BOOST_SPSC_BULK,
+	};
+	bool batched = opt->push_batch > 1;
+	int i, j, met = 0, missed = 0;
 	struct config *a, *b;
 
-	fprintf(f, "\ntargets\n");
+	fprintf(f, "\ntargets (%s)\n",
+		batched ? "producer batches" : "one record per push");
 	a = find_config(cfgs, ncfgs, RING_LULL_SPSC, 1, 8);
-	b = find_config(cfgs, ncfgs, RING_CK_SPSC, 1, 8);
-	if (a && b) {
-		bool ok = MEDIAN(a, mps) >= MEDIAN(b, mps);
+	for (i = 0; a && i < (int)(sizeof(spsc_peers) / sizeof(spsc_peers[0]));
+	     i++) {
+		bool bulk = spsc_peers[i] == RING_RTE_SPSC ||
+			    spsc_peers[i] == RING_BOOST_SPSC_BULK;
 
-		fprintf(f,
-			"  lull-spsc >= ck-spsc, payload 8: %.2f vs %.2f M "
-			"msg/s (%.2fx): %s\n",
-			MEDIAN(a, mps) / 1e6, MEDIAN(b, mps) / 1e6, ratio(a, b),
-			ok ? "met" : "MISSED");
-		ok ? met++ : missed++;
-	} else {
-		fprintf(f, "  lull-spsc vs ck-spsc, payload 8: not run\n");
+		if (bulk != batched)
+			continue;
+		b = find_config(cfgs, ncfgs, spsc_peers[i], 1, 8);
+		if (b)
+			target_line(f, "lull-spsc", a, b, batched ? 1.2 : 1.0,
+				    &met, &missed);
 	}
 	for (i = 0; i < opt->npayloads; i++) {
 		for (j = 0; j < opt->nproducers; j++) {
 			unsigned int np = opt->producers[j];
 			size_t pl = opt->payloads[i];
-			struct config *best = NULL;
 
+			a = find_config(cfgs, ncfgs, RING_LULL_LANES, np, pl);
+			b = best_peer(cfgs, ncfgs, CLASS_MPSC, np, pl);
+			if (a && b && !batched)
+				target_line(f, "lull-lanes", a, b, 1.2, &met,
+					    &missed);
 			a = find_config(cfgs, ncfgs, RING_LULL_MPSC, np, pl);
-			if (!a)
-				continue;
-			for (k = 0; k < RING_KINDS; k++) {
-				if (!tp_rings[k]->target ||
-				    tp_rings[k]->cls != CLASS_MPSC)
-					continue;
-				b = find_config(cfgs, ncfgs, k, np, pl);
-				if (b && (!best ||
-					  MEDIAN(b, mps) > MEDIAN(best, mps)))
-					best = b;
-			}
-			if (!best)
-				continue;
-			fprintf(f,
-				"  lull-mpsc >= best MPSC peer, payload %zu "
-				"P=%u: %.2f vs %.2f (%s) M msg/s (%.2fx): %s\n",
-				pl, np, MEDIAN(a, mps) / 1e6,
-				MEDIAN(best, mps) / 1e6,
-				tp_rings[best->kind]->name, ratio(a, best),
-				MEDIAN(a, mps) >= MEDIAN(best, mps) ?
-					"met" :
-					"MISSED");
-			MEDIAN(a, mps) >= MEDIAN(best, mps) ? met++ :
-							       missed++;
+			b = find_config(cfgs, ncfgs, RING_RTE_MPSC, np, pl);
+			if (a && b && batched && np <= 4)
+				target_line(f, "lull-mpsc", a, b, 1.2, &met,
+					    &missed);
 		}
 	}
 	fprintf(f, "  %d met, %d missed\n", met, missed);
@@ -328,6 +352,7 @@ void tp_print_table(FILE *f, struct config *cfgs, int ncfgs,
 			busiest);
 	print_ratios(f, cfgs, ncfgs, opt, RING_LULL_SPSC);
 	print_ratios(f, cfgs, ncfgs, opt, RING_LULL_MPSC);
+	print_ratios(f, cfgs, ncfgs, opt, RING_LULL_LANES);
 	print_targets(f, cfgs, ncfgs, opt);
 }
 
