@@ -63,10 +63,10 @@
  * uring-eventfd, epoll), split between the ways of parking on it (own
  * io_uring and loop) and the two topologies: by default 20 x --records,
  * a million; in the ThreadSanitizer build, which makes each cycle a few
- * times dearer, 1 x --records (scripts/run-tests.sh passes 100000).  On
- * two cores shared with other work the default run took 125 s, the
- * ping-pongs 10-30 us a cycle; under ThreadSanitizer --records 100000
- * took 107 s.
+ * times dearer, 1 x --records (make check passes 100000, make test a
+ * quick 5000).  On two cores shared with other work the default run took
+ * 125 s, the ping-pongs 10-30 us a cycle; under ThreadSanitizer --records
+ * 100000 took 107 s.
  *
  * --inject-lost-wake checks the checker: in each configuration one
  * producer hides the park word from one of its commits while the consumer
