@@ -147,25 +147,34 @@ $(B)/test/tsan/%: test/stress/%.c $(TSAN_LIB_OBJ) $(TSAN_TEST_LIB_OBJ)
 	$(call say,CC,$@) $(CC) $(CFLAGS) $(TSAN_FLAGS) -Ilib $< \
 		$(TSAN_TEST_LIB_OBJ) $(TSAN_LIB_OBJ) -o $@ $(LDLIBS_LULL)
 
+# Everything make test runs, perf/check-peers.sh's throughput included.
 test-build: lib $(UNIT_BIN) $(ASAN_UNIT_BIN) $(STRESS_BIN) $(TSAN_STRESS_BIN) \
-	$(EXAMPLE_BIN)
+	$(EXAMPLE_BIN) $(B)/perf/throughput
 
 deps-test:
 	$(Q)sh scripts/deps.sh test
 deps-check:
 	$(Q)sh scripts/deps.sh check
 
+# make test and make check build a job per CPU, unless make was given -j:
+# the sanitizer builds compile the library and test/lib twice more, and
+# the suites, each its own program, are over a hundred compilations.
+NPROC := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
 # The library's own checks: builds first (after installing what is
-# missing), then runs every suite even when one fails, and ends with one
-# "N passed, N failed" line.
+# missing), then runs every suite even when one fails, a suite per CPU at
+# a time, and ends with one "N passed, N failed" line.  The stress
+# programs and the model run a quick size of themselves here.
 test: deps-test
-	$(Q)$(MAKE) --no-print-directory test-build
+	$(Q)$(MAKE) --no-print-directory $(BUILD_JOBS) test-build
 	$(Q)sh scripts/run-tests.sh test
 
-# make test, plus the examples' integration tests and fuzzers (the audio
-# server and its page in headless Chromium): what CI runs.
+# make test with the stress programs' and the model's full runs, plus the
+# examples' integration tests and fuzzers (the audio server and its page
+# in headless Chromium): what CI runs.
 check: deps-check
-	$(Q)$(MAKE) --no-print-directory test-build check-build
+	$(Q)$(MAKE) --no-print-directory $(BUILD_JOBS) test-build check-build
 	$(Q)sh scripts/run-tests.sh check
 
 # --- examples, demo, perf ------------------------------------------------

@@ -10,10 +10,21 @@
 # parallel, MODEL_JOBS at a time (default: the number of CPUs).  Run from
 # the repository root; needs spin and a C compiler (scripts/deps.sh test
 # installs them).
+#
+# Usage: scripts/check-model.sh [test|check]
+#   check (the default): every check below, a few minutes of CPU;
+#   test: make test's profile, the checks marked "test": each property on
+#     the small configurations, and for each kind of property one broken
+#     variant at least (half a minute of CPU).  make check runs them all.
 set -u
 model=test/model/park.pml
 out=build/model
 CC=${CC:-cc}
+profile=${1:-check}
+case $profile in
+test | check) ;;
+*) echo "usage: $0 [test|check]" >&2; exit 2 ;;
+esac
 
 if [ ! -f "$model" ]; then
 	echo "check-model: run from the repository root ($model not found)" >&2
@@ -29,8 +40,9 @@ rm -rf "$out"
 mkdir -p "$out"
 list=$out/checks
 
-# The checks, one a line: name|properties|expected|what it shows|spin -D
-# options that choose the variant.  A property is "safety" (assertions and
+# The checks, one a line: name|profile|properties|expected|what it
+# shows|spin -D options that choose the variant.  Profile "test": make
+# test runs it too; "check": only the full run.  A property is "safety" (assertions and
 # invalid end states, no claim: pan built with -DSAFETY -DNOLTL) or the name
 # of an ltl claim in park.pml, checked with pan -a -f -N name.  Expected is
 # "pass", or the text of the error spin must report (for a claim,
@@ -41,51 +53,51 @@ list=$out/checks
 # safety run where even that is too slow.  A name's PxR is P producers
 # writing R records each.
 cat >"$list" <<'EOF'
-futex-2x2|consumed parks_end ends|pass||
-futex-1x3|consumed parks_end ends|pass||-DNPROD=1 -DRECORDS=3
-futex-3x1|ends|pass||-DNPROD=3 -DRECORDS=1
-asym-2x2|consumed parks_end ends|pass||-DASYM
-asym-3x1|ends|pass||-DASYM -DNPROD=3 -DRECORDS=1
-eventfd-2x2|consumed parks_end ends|pass||-DEVENTFD
-eventfd-asym-2x2|ends|pass||-DEVENTFD -DASYM
-exits-2x2|consumed|pass||-DEXITS
-safety-net-2x2|safety|pass|safety net counts no lost wake-up|-DTIMEOUT
-safety-net-3x1|safety|pass|safety net counts no lost wake-up|-DTIMEOUT -DNPROD=3 -DRECORDS=1
-safety-net-asym-2x3|safety|pass|safety net counts no lost wake-up|-DTIMEOUT -DASYM -DRECORDS=3
-shutdown-mpsc-2x1|parks_end ends|pass||-DSHUTDOWN -DRECORDS=1
-shutdown-mpsc-2x2|safety|pass|every successful write before the one poison|-DSHUTDOWN
-shutdown-mpsc-1x3|ends|pass||-DSHUTDOWN -DNPROD=1 -DRECORDS=3
-shutdown-mpsc-asym-2x1|ends|pass||-DSHUTDOWN -DASYM -DRECORDS=1
-shutdown-mpsc-asym-2x2|safety|pass|every successful write before the one poison|-DSHUTDOWN -DASYM
-shutdown-eventfd-2x1|ends|pass||-DSHUTDOWN -DEVENTFD -DRECORDS=1
-shutdown-spsc-1x3|consumed parks_end ends|pass||-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3
-shutdown-spsc-asym-1x3|consumed parks_end ends|pass||-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DASYM
-room-1x3|room_waits_end room_writes|pass||-DROOM -DRECORDS=3
-room-asym-1x3|room_waits_end room_writes|pass||-DROOM -DRECORDS=3 -DASYM
-no-producer-fence|consumed|acceptance cycle|lost wake-up: a committed record never read|-DNO_PRODUCER_FENCE
-no-consumer-fence|parks_end|acceptance cycle|lost wake-up: a park never ends|-DNO_CONSUMER_FENCE
-asym-one-sided-fence|consumed|acceptance cycle|a fence pairs with no compiler barrier: lost wake-up|-DASYM -DONE_SIDED_FENCE
-no-recheck|parks_end|acceptance cycle|no re-check after the barrier: lost wake-up|-DNO_RECHECK
-eventfd-no-producer-fence|parks_end|acceptance cycle|lost wake-up on the eventfd sleep|-DEVENTFD -DNO_PRODUCER_FENCE
-exit-midway|consumed|acceptance cycle|a thread ending between commit and wake loses it|-DEXITS -DEXIT_MIDWAY
-claim-not-cas|safety|assertion violated (claims<=1)|two wake_claim winners in one park|-DBROKEN_CLAIM
-shutdown-no-wake|ends|acceptance cycle|a shutdown that wakes nobody: parked for good|-DSHUTDOWN -DNO_SHUTDOWN_WAKE -DRECORDS=1
-spsc-epipe-no-notify|ends|acceptance cycle|a consumer waiting for busy sleeps for good|-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DEPIPE_NO_NOTIFY
-room-no-consumer-fence|room_writes|acceptance cycle|lost room wake-up: the producer waits for good|-DROOM -DRECORDS=3 -DNO_SPACE_FENCE
-room-no-waiter-fence|room_waits_end|acceptance cycle|lost room wake-up: a wait for room never ends|-DROOM -DRECORDS=3 -DNO_WAITER_FENCE
-room-asym-one-sided-fence|room_writes|acceptance cycle|the waiter's fence pairs with no compiler barrier|-DROOM -DRECORDS=3 -DASYM -DONE_SIDED_FENCE
-no-producer-fence-net|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|safety net counts a lost wake-up|-DTIMEOUT -DNO_PRODUCER_FENCE
-no-consumer-fence-net|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|safety net counts a lost wake-up|-DTIMEOUT -DNO_CONSUMER_FENCE
-old-counter|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|the old count counts a wake-up on its way|-DTIMEOUT -DOLD_COUNT
-no-grace|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|no grace counts a wake-up on its way|-DTIMEOUT -DNO_GRACE
-read-after-reset|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|readability after the reset counts a wake-up|-DTIMEOUT -DREAD_AFTER
-spsc-no-busy-fence|safety|assertion violated got[i]|a write that returned 0 lost or after the poison|-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DNO_BUSY_FENCE
-spsc-no-busy|safety|assertion violated got[i]|a write that returned 0 lost or after the poison|-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DNO_BUSY
-spsc-asym-no-close-fence|safety|assertion violated got[i]|a write that returned 0 lost or after the poison|-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DASYM -DNO_CLOSE_BARRIER
-mpsc-state-first|safety|assertion violated got[i]|a write that returned 0 lost or after the poison|-DSHUTDOWN -DSTATE_FIRST
-wake-while-awake|safety|assertion violated parking|futex wake after the consumer went back to reading|-DREACH_WAKE_AWAKE
-stale-claim|safety|assertion violated ( !(won)|a claim lands in the next park|-DREACH_ABA
-eventfd-other-process|consumed|acceptance cycle|a producer in another process cannot wake an eventfd park|-DEVENTFD -DFOREIGN
+futex-2x2|test|consumed parks_end ends|pass||
+futex-1x3|test|consumed parks_end ends|pass||-DNPROD=1 -DRECORDS=3
+futex-3x1|check|ends|pass||-DNPROD=3 -DRECORDS=1
+asym-2x2|test|consumed parks_end ends|pass||-DASYM
+asym-3x1|check|ends|pass||-DASYM -DNPROD=3 -DRECORDS=1
+eventfd-2x2|test|consumed parks_end ends|pass||-DEVENTFD
+eventfd-asym-2x2|check|ends|pass||-DEVENTFD -DASYM
+exits-2x2|test|consumed|pass||-DEXITS
+safety-net-2x2|test|safety|pass|safety net counts no lost wake-up|-DTIMEOUT
+safety-net-3x1|check|safety|pass|safety net counts no lost wake-up|-DTIMEOUT -DNPROD=3 -DRECORDS=1
+safety-net-asym-2x3|check|safety|pass|safety net counts no lost wake-up|-DTIMEOUT -DASYM -DRECORDS=3
+shutdown-mpsc-2x1|check|parks_end ends|pass||-DSHUTDOWN -DRECORDS=1
+shutdown-mpsc-2x2|check|safety|pass|every successful write before the one poison|-DSHUTDOWN
+shutdown-mpsc-1x3|test|ends|pass||-DSHUTDOWN -DNPROD=1 -DRECORDS=3
+shutdown-mpsc-asym-2x1|check|ends|pass||-DSHUTDOWN -DASYM -DRECORDS=1
+shutdown-mpsc-asym-2x2|check|safety|pass|every successful write before the one poison|-DSHUTDOWN -DASYM
+shutdown-eventfd-2x1|check|ends|pass||-DSHUTDOWN -DEVENTFD -DRECORDS=1
+shutdown-spsc-1x3|test|consumed parks_end ends|pass||-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3
+shutdown-spsc-asym-1x3|check|consumed parks_end ends|pass||-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DASYM
+room-1x3|test|room_waits_end room_writes|pass||-DROOM -DRECORDS=3
+room-asym-1x3|test|room_waits_end room_writes|pass||-DROOM -DRECORDS=3 -DASYM
+no-producer-fence|test|consumed|acceptance cycle|lost wake-up: a committed record never read|-DNO_PRODUCER_FENCE
+no-consumer-fence|test|parks_end|acceptance cycle|lost wake-up: a park never ends|-DNO_CONSUMER_FENCE
+asym-one-sided-fence|check|consumed|acceptance cycle|a fence pairs with no compiler barrier: lost wake-up|-DASYM -DONE_SIDED_FENCE
+no-recheck|test|parks_end|acceptance cycle|no re-check after the barrier: lost wake-up|-DNO_RECHECK
+eventfd-no-producer-fence|check|parks_end|acceptance cycle|lost wake-up on the eventfd sleep|-DEVENTFD -DNO_PRODUCER_FENCE
+exit-midway|test|consumed|acceptance cycle|a thread ending between commit and wake loses it|-DEXITS -DEXIT_MIDWAY
+claim-not-cas|test|safety|assertion violated (claims<=1)|two wake_claim winners in one park|-DBROKEN_CLAIM
+shutdown-no-wake|test|ends|acceptance cycle|a shutdown that wakes nobody: parked for good|-DSHUTDOWN -DNO_SHUTDOWN_WAKE -DRECORDS=1
+spsc-epipe-no-notify|check|ends|acceptance cycle|a consumer waiting for busy sleeps for good|-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DEPIPE_NO_NOTIFY
+room-no-consumer-fence|test|room_writes|acceptance cycle|lost room wake-up: the producer waits for good|-DROOM -DRECORDS=3 -DNO_SPACE_FENCE
+room-no-waiter-fence|test|room_waits_end|acceptance cycle|lost room wake-up: a wait for room never ends|-DROOM -DRECORDS=3 -DNO_WAITER_FENCE
+room-asym-one-sided-fence|check|room_writes|acceptance cycle|the waiter's fence pairs with no compiler barrier|-DROOM -DRECORDS=3 -DASYM -DONE_SIDED_FENCE
+no-producer-fence-net|test|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|safety net counts a lost wake-up|-DTIMEOUT -DNO_PRODUCER_FENCE
+no-consumer-fence-net|check|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|safety net counts a lost wake-up|-DTIMEOUT -DNO_CONSUMER_FENCE
+old-counter|check|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|the old count counts a wake-up on its way|-DTIMEOUT -DOLD_COUNT
+no-grace|check|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|no grace counts a wake-up on its way|-DTIMEOUT -DNO_GRACE
+read-after-reset|check|safety|assertion violated  !(((timed_out&&cleared_self)&&readable))|readability after the reset counts a wake-up|-DTIMEOUT -DREAD_AFTER
+spsc-no-busy-fence|test|safety|assertion violated got[i]|a write that returned 0 lost or after the poison|-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DNO_BUSY_FENCE
+spsc-no-busy|check|safety|assertion violated got[i]|a write that returned 0 lost or after the poison|-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DNO_BUSY
+spsc-asym-no-close-fence|check|safety|assertion violated got[i]|a write that returned 0 lost or after the poison|-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DASYM -DNO_CLOSE_BARRIER
+mpsc-state-first|check|safety|assertion violated got[i]|a write that returned 0 lost or after the poison|-DSHUTDOWN -DSTATE_FIRST
+wake-while-awake|check|safety|assertion violated parking|futex wake after the consumer went back to reading|-DREACH_WAKE_AWAKE
+stale-claim|check|safety|assertion violated ( !(won)|a claim lands in the next park|-DREACH_ABA
+eventfd-other-process|check|consumed|acceptance cycle|a producer in another process cannot wake an eventfd park|-DEVENTFD -DFOREIGN
 EOF
 
 # What a passing property shows.
@@ -229,8 +241,16 @@ worker() {
 		i=$((i + 1))
 		mkdir "$out/taken.$i" 2>/dev/null || continue
 		run_check "$name" "$props" "$expect" "$shows" "$defs"
-	done <"$list"
+	done <"$run"
 }
+
+# The profile's checks, without the profile field.
+run=$out/run
+if [ "$profile" = check ]; then
+	cut -d'|' -f1,3- "$list" >"$run"
+else
+	grep '^[^|]*|test|' "$list" | cut -d'|' -f1,3- >"$run"
+fi
 
 w=0
 while [ "$w" -lt "$jobs" ]; do
@@ -247,13 +267,13 @@ while IFS='|' read -r name props expect shows defs; do
 	else
 		echo "FAIL  $name: no result"
 	fi
-done <"$list"
+done <"$run"
 passed=$(cat "$out"/*/result 2>/dev/null | grep -c '^ok ')
 failed=$(cat "$out"/*/result 2>/dev/null | grep -c '^FAIL ')
 missing=0
 while IFS='|' read -r name props expect shows defs; do
 	[ -f "$out/$name/result" ] || missing=$((missing + 1))
-done <"$list"
+done <"$run"
 failed=$((failed + missing))
 echo "model: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

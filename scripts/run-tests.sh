@@ -3,6 +3,19 @@
 # the examples' suites that `make check-build` built), keep going past a
 # failure, and end with one "N passed, N failed" line (one per suite).
 # The exit status is non-zero when any suite failed.
+#
+# The library's suites are independent programs: they run TEST_JOBS at a
+# time (default: one per CPU), the longest first.  Each one's output is
+# kept whole and printed when it ends, framed by "=== NAME: COMMAND" and
+# "=== NAME: ok in N s"; the slowest are listed again at the end.  With
+# "check", the examples' integration test and fuzzers then run alone, as
+# they measure time.
+#
+# make test runs each stress program, and the model, at a quick size (a
+# few seconds each); make check at the full size CI relies on: the stress
+# programs' own defaults (minutes of randomised rounds, a million
+# ping-pong park cycles per backend), ThreadSanitizer's larger runs, and
+# every configuration of the model.
 # Usage: scripts/run-tests.sh [test|check]
 set -u
 B=${B:-build}
@@ -11,35 +24,31 @@ case $scope in
 test | check) ;;
 *) echo "usage: $0 [test|check]" >&2; exit 2 ;;
 esac
-# The --records value of each stress program under ThreadSanitizer, which
-# slows them roughly tenfold; the plain build still runs the full count.
-tsan_records() {
-	case $1 in
-	stress_ring) echo "${TSAN_RECORDS_RING:-3000000}" ;;
-	stress_park) echo "${TSAN_RECORDS_PARK:-100000}" ;;
-	stress_shutdown) echo "${TSAN_RECORDS_SHUTDOWN:-10000000}" ;;
-	*) echo 100000 ;;
-	esac
-}
-passed=0
-failed=0
-failures=""
+jobs=${TEST_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)}
+out=$B/test-runs
 began=$(date +%s)
 
-run() { # name, command...
-	name=$1
-	shift
-	printf '\n=== %s: %s\n' "$name" "$*"
-	start=$(date +%s)
-	if "$@"; then
-		passed=$((passed + 1))
-		result=ok
-	else
-		failed=$((failed + 1))
-		failures="$failures $name"
-		result=FAILED
-	fi
-	printf '=== %s: %s in %d s\n' "$name" "$result" $(($(date +%s) - start))
+# The options of stress program $2 in flavour $1 (plain or tsan) for this
+# scope.  ThreadSanitizer makes every run about ten times dearer, so its
+# full runs are smaller than the plain ones (TSAN_RECORDS_* override
+# them).  The quick runs keep every configuration, only fewer records or
+# rounds in each, and stress_park's per-configuration deadline is brought
+# down to what such a run needs (its lost wake-up detection, after 1 s
+# parked, does not change).
+stress_options() {
+	case $scope:$1:$2 in
+	test:plain:stress_ring) echo --records 2M ;;
+	test:plain:stress_park) echo --records 10000 --pingpong 10000 \
+		--deadline 60 ;;
+	test:plain:stress_shutdown) echo --rounds 1000 ;;
+	test:tsan:stress_ring) echo --records 300000 ;;
+	test:tsan:stress_park) echo --records 5000 --deadline 60 ;;
+	test:tsan:stress_shutdown) echo --rounds 400 ;;
+	check:tsan:stress_ring) echo --records "${TSAN_RECORDS_RING:-3000000}" ;;
+	check:tsan:stress_park) echo --records "${TSAN_RECORDS_PARK:-100000}" ;;
+	check:tsan:stress_shutdown)
+		echo --records "${TSAN_RECORDS_SHUTDOWN:-10000000}" ;;
+	esac
 }
 
 # Install into a scratch prefix and build an example against it with
@@ -114,53 +123,125 @@ version_check() {
 	echo "Makefile, SONAME, lull.pc and lull.map agree: $string ($node)"
 }
 
+
+# --- running suites ------------------------------------------------------
+
+# Add a suite to list $1: its name, then the command (words without
+# spaces; a shell function of this script is fine).
+suite() {
+	list=$1
+	name=$2
+	shift 2
+	printf '%s|%s\n' "$name" "$*" >>"$list"
+}
+
+# Run suite number $1, named $2, command $3; print its output whole once
+# it ends, and leave "ok|SECONDS|NAME" (or FAILED) in $out/$1.result.
+run_suite() {
+	log=$out/$1.log
+	start=$(date +%s)
+	printf '\n=== %s: %s\n' "$2" "$3" >"$log"
+	# A subshell: a function suite keeps its variables to itself.
+	if (eval "$3") </dev/null >>"$log" 2>&1; then
+		result=ok
+	else
+		result=FAILED
+	fi
+	took=$(($(date +%s) - start))
+	printf '=== %s: %s in %d s\n' "$2" "$result" "$took" >>"$log"
+	printf '%s|%d|%s\n' "$result" "$took" "$2" >"$out/$1.result"
+	while ! mkdir "$out/print.lock" 2>/dev/null; do
+		sleep 0.2
+	done
+	cat "$log"
+	rmdir "$out/print.lock"
+}
+
+# Run every suite of list $1, $2 at a time: each worker takes the next
+# suite nobody took (mkdir is atomic).  Suites are numbered from $3 on.
+run_list() {
+	w=0
+	while [ "$w" -lt "$2" ]; do
+		(
+			n=$3
+			while IFS='|' read -r name cmd; do
+				if mkdir "$out/taken.$n" 2>/dev/null; then
+					run_suite "$n" "$name" "$cmd"
+				fi
+				n=$((n + 1))
+			done <"$1"
+		) &
+		w=$((w + 1))
+	done
+	wait
+}
+
+rm -rf "$out"
+mkdir -p "$out"
+all=$out/suites
+alone=$out/suites-alone
+: >"$all"
+: >"$alone"
+
+# The longest first, so that the short ones fill in around them.
+for t in "$B"/test/tsan/*; do
+	# shellcheck disable=SC2046
+	[ -x "$t" ] && suite "$all" "tsan $(basename "$t")" env \
+		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$t" \
+		$(stress_options tsan "$(basename "$t")")
+done
+[ -f test/model/park.pml ] && suite "$all" "spin model" \
+	sh scripts/check-model.sh "$scope"
+for t in "$B"/test/stress/*; do
+	# shellcheck disable=SC2046
+	[ -x "$t" ] && suite "$all" "stress $(basename "$t")" "$t" \
+		$(stress_options plain "$(basename "$t")")
+done
+for t in "$B"/test/asan/test_*; do
+	[ -x "$t" ] && suite "$all" "asan+ubsan $(basename "$t")" env \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$t"
+done
 for t in "$B"/test/test_*; do
-	[ -x "$t" ] && run "unit $(basename "$t")" "$t"
+	[ -x "$t" ] && suite "$all" "unit $(basename "$t")" "$t"
 done
 # The io_uring-less fallback must pass the same suites: force it.
 for t in "$B"/test/test_park_* "$B"/test/test_producer_wait \
 	"$B"/test/test_loop_*; do
-	[ -x "$t" ] && run "unit $(basename "$t") (LULL_BACKEND=epoll)" env \
-		LULL_BACKEND=epoll "$t"
+	[ -x "$t" ] && suite "$all" "unit $(basename "$t") (LULL_BACKEND=epoll)" \
+		env LULL_BACKEND=epoll "$t"
 done
-for t in "$B"/test/asan/test_*; do
-	[ -x "$t" ] && run "asan+ubsan $(basename "$t")" env \
-		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$t"
-done
-# make check runs stress_park's million ping-pong park cycles per backend;
-# make test a tenth of them.  Each cycle is one cross-CPU wake-up, about
-# 80 us on a quiet 2-vCPU VM, so the million take minutes there.
-stress_args() {
-	case $scope:$1 in
-	test:stress_park) echo "--pingpong ${TEST_PINGPONG:-100000}" ;;
-	esac
-}
-for t in "$B"/test/stress/*; do
-	# shellcheck disable=SC2046
-	[ -x "$t" ] && run "stress $(basename "$t")" "$t" \
-		$(stress_args "$(basename "$t")")
-done
-for t in "$B"/test/tsan/*; do
-	[ -x "$t" ] && run "tsan $(basename "$t")" env \
-		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		"$t" --records "$(tsan_records "$(basename "$t")")"
-done
-[ -f test/model/park.pml ] && run "spin model" sh scripts/check-model.sh
-run "install + pkg-config" install_check
-run "version everywhere" version_check
-run "man pages" bash scripts/check-man.sh
+suite "$all" "man pages" bash scripts/check-man.sh
 # The throughput binary has exactly the peers whose packages are here.
-run "perf peers" sh perf/check-peers.sh "B=$B"
+suite "$all" "perf peers" sh perf/check-peers.sh "B=$B"
+suite "$all" "install + pkg-config" install_check
+suite "$all" "version everywhere" version_check
 if [ "$scope" = check ]; then
-	run "audio server" bash test/audio/run.sh "$B/examples/audio-server" \
-		"$B/examples/audio-loadgen" "$B/examples/audio-server-asan"
+	suite "$alone" "audio server" bash test/audio/run.sh \
+		"$B/examples/audio-server" "$B/examples/audio-loadgen" \
+		"$B/examples/audio-server-asan"
 	# The audio example's HTTP reader and speech request under
 	# libFuzzer, from the seed corpus, FUZZ_SECONDS each, side by side.
-	run "fuzz (libFuzzer)" sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+	suite "$alone" "fuzz (libFuzzer)" sh scripts/fuzz.sh \
+		"${FUZZ_SECONDS:-60}"
 fi
 
-printf '\n%s took %d s\n' "$scope" $(($(date +%s) - began))
-[ -n "$failures" ] && echo "failed suites:$failures"
+printf '%s: %d suites, %d at a time\n' "$scope" "$(wc -l <"$all")" "$jobs"
+run_list "$all" "$jobs" 1
+run_list "$alone" 1 1001
+
+results=$(cat "$out"/*.result 2>/dev/null)
+suites=$(cat "$all" "$alone" | wc -l)
+passed=$(printf '%s\n' "$results" | grep -c '^ok|')
+failed=$((suites - passed))
+printf '\n%s took %d s; the slowest suites:\n' "$scope" \
+	$(($(date +%s) - began))
+printf '%s\n' "$results" | sort -t'|' -k2,2nr | head -n 8 |
+	awk -F'|' '{ printf "  %5d s  %s\n", $2, $3 }'
+failures=$(printf '%s\n' "$results" | sed -n 's/^FAILED|[0-9]*|//p')
+[ -n "$failures" ] && printf 'failed suites:\n%s\n' "$failures" |
+	sed '2,$s/^/  /'
+[ "$(printf '%s\n' "$results" | grep -c '|')" -lt "$suites" ] &&
+	echo "(and suites that left no result)"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

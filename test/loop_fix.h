@@ -83,6 +83,7 @@
 
 
 #include "criterion_hook.h"
+#include "lib/ledger.h"
 #include "lib/proc.h"
 #include "lib/threads.h"
 

@@ -96,6 +96,7 @@
 /* The loop's state: its safety net. */
 
 #include "criterion_hook.h"
+#include "lib/ledger.h"
 #include "lib/proc.h"
 #include "lib/threads.h"
 
@@ -557,7 +558,9 @@ struct consumer {
 	pthread_t thread;
 	_Atomic int tid;
 	_Atomic uint64_t received;
-	uint64_t next_seq[MAX_SENDERS];
+	/* Each sender's records in order, once (from consumer_start() to
+	 * consumer_join()). */
+	struct ledger ledger;
 	/*
 	 * Poison records handed to it: a loop's stop or the last producer's
 	 * detach shuts the ring down, and the poison follows the records.
@@ -625,17 +628,10 @@ static int consumer_record(const struct lull_record *rec, void *ctx)
 		return LULL_READ_STOP;
 	}
 	memcpy(&m, rec->data, sizeof(m));
-	if (m.producer >= MAX_SENDERS || m.seq != c->next_seq[m.producer]) {
-		consumer_fail(c,
-			      "producer %u: record %" PRIu64
-			      " where %" PRIu64 " was next",
-			      m.producer, m.seq,
-			      m.producer < MAX_SENDERS
-				      ? c->next_seq[m.producer]
-				      : 0);
+	if (!ledger_got(&c->ledger, m.producer, m.seq)) {
+		consumer_fail(c, "%s", ledger_why(&c->ledger));
 		return LULL_READ_STOP;
 	}
-	c->next_seq[m.producer]++;
 	if (c->on_record)
 		c->on_record(c, &m);
 	/* Release: the hooks' results are visible to whoever sees it. */
@@ -774,6 +770,7 @@ static void consumer_start(struct consumer *c)
 	};
 	int ret;
 
+	cr_assert_eq(ledger_init(&c->ledger, MAX_SENDERS), 0);
 	if (bc->via == VIA_URING)
 		cr_assert_eq(setenv("LULL_BACKEND",
 				    lull_backend_name(bc->backend), 1),
@@ -800,6 +797,7 @@ static void consumer_join(struct consumer *c)
 		 atomic_load_explicit(&c->received, memory_order_relaxed),
 		 c->expected);
 	join_or_fail(c->thread, 20, what);
+	ledger_fini(&c->ledger);
 	if (c->loop)
 		cr_assert_eq(lull_loop_destroy(c->loop), 0);
 	c->loop = NULL;

@@ -50,6 +50,7 @@
 
 #include <lull.h>
 
+#include "lib/ledger.h"
 #include "lib/threads.h"
 #include "lib/topo.h"
 #include "topo_test.h"

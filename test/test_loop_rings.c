@@ -21,7 +21,7 @@ struct pt_shared {
 struct pt_sink {
 	struct pt_shared *shared;
 	uint32_t ring; /* which ring this handler belongs to */
-	uint32_t next[PT_MPSC_PRODUCERS];
+	struct ledger ledger; /* its producers' records, in order */
 	unsigned errors;
 	unsigned poisons;
 };
@@ -29,6 +29,7 @@ struct pt_sink {
 struct pt_producer {
 	pthread_t thread;
 	struct lull_producer *prod;
+	struct ledger *ledger; /* its ring's sink's */
 	bool mpsc;
 	uint32_t ring;
 	uint32_t id;
@@ -56,10 +57,8 @@ static int pt_handler(const struct lull_record *record, void *ctx)
 		return LULL_READ_CONTINUE;
 	}
 	if (s->poisons || record->type != 1 || r.tag >> 16 != s->ring ||
-	    producer >= PT_MPSC_PRODUCERS || r.seq != s->next[producer])
+	    !ledger_got(&s->ledger, producer, r.seq))
 		s->errors++;
-	else
-		s->next[producer]++;
 	if (++s->shared->delivered == s->shared->expected)
 		lull_loop_stop(s->shared->loop);
 	return LULL_READ_CONTINUE;
@@ -69,9 +68,12 @@ static void *pt_main(void *arg)
 {
 	struct pt_producer *p = arg;
 
-	for (uint32_t seq = 0; seq < PT_RECORDS && !p->ret; seq++)
+	for (uint32_t seq = 0; seq < PT_RECORDS && !p->ret; seq++) {
 		p->ret = write_rec(p->prod, p->mpsc, pt_tag(p->ring, p->id),
 				   seq);
+		if (!p->ret)
+			ledger_sent(p->ledger, p->id, seq);
+	}
 	return NULL;
 }
 
@@ -91,6 +93,8 @@ LOOP_TEST(records_from_producer_threads_reach_their_handler_in_order,
 	shared.expected = PT_RECORDS * (1 + PT_MPSC_PRODUCERS);
 	spsc_sink.shared = &shared;
 	mpsc_sink.shared = &shared;
+	check_eq(ledger_init(&spsc_sink.ledger, 1), 0);
+	check_eq(ledger_init(&mpsc_sink.ledger, PT_MPSC_PRODUCERS), 0);
 	spsc = ring_new(LULL_RING_SPSC, 4096);
 	mpsc = ring_new(LULL_RING_MPSC, 4096);
 	check_eq(lull_loop_attach(loop, spsc, pt_handler, &spsc_sink, 0), 0);
@@ -103,6 +107,7 @@ LOOP_TEST(records_from_producer_threads_reach_their_handler_in_order,
 		p->mpsc = i > 0;
 		p->ring = p->mpsc ? 2 : 1;
 		p->id = p->mpsc ? i - 1 : 0;
+		p->ledger = p->mpsc ? &mpsc_sink.ledger : &spsc_sink.ledger;
 		p->prod = producer_new(p->mpsc ? mpsc : spsc);
 		check_eq(pthread_create(&p->thread, NULL, pt_main, p), 0);
 	}
@@ -118,9 +123,15 @@ LOOP_TEST(records_from_producer_threads_reach_their_handler_in_order,
 	check_eq(mpsc_sink.errors, 0);
 	check_eq(spsc_sink.poisons, 1);
 	check_eq(mpsc_sink.poisons, 1);
-	check_eq(spsc_sink.next[0], PT_RECORDS);
+	check_eq(ledger_count_got(&spsc_sink.ledger, 0), PT_RECORDS);
 	for (unsigned i = 0; i < PT_MPSC_PRODUCERS; i++)
-		check_eq(mpsc_sink.next[i], PT_RECORDS);
+		check_eq(ledger_count_got(&mpsc_sink.ledger, i), PT_RECORDS);
+	cr_assert(ledger_complete(&spsc_sink.ledger), "spsc: %s",
+		  ledger_why(&spsc_sink.ledger));
+	cr_assert(ledger_complete(&mpsc_sink.ledger), "mpsc: %s",
+		  ledger_why(&mpsc_sink.ledger));
+	ledger_fini(&spsc_sink.ledger);
+	ledger_fini(&mpsc_sink.ledger);
 	/* Every record handed to a handler counts, the poisons too. */
 	check_eq(loop_stats(loop).records, shared.expected + 2);
 	check_ring_ended(loop, spsc, NULL, false);

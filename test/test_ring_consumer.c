@@ -209,6 +209,7 @@ struct worker {
 	pthread_t tid;
 	const struct topo *t;
 	struct lull_producer *prod;
+	struct ledger *ledger; /* the worker notes what it wrote */
 	uint32_t id;
 	int err;
 	uint32_t err_seq;
@@ -295,13 +296,14 @@ static void *worker_main(void *arg)
 					      memory_order_relaxed);
 			break;
 		}
+		ledger_sent(w->ledger, w->id, seq);
 		seq++;
 	}
 	return NULL;
 }
 
 struct tally {
-	uint32_t next[THREAD_PRODUCERS];
+	struct ledger ledger;
 	unsigned nproducers;
 	unsigned long total;
 	char why[200];
@@ -320,12 +322,15 @@ static int tally_handler(const struct lull_record *rec, void *ctx)
 	}
 	memcpy(&id, rec->data, 4);
 	memcpy(&seq, (const uint8_t *)rec->data + 4, 4);
-	if (id >= c->nproducers || rec->type != (int32_t)id + 1 ||
-	    seq != c->next[id] || rec->len != worker_len(id, seq)) {
+	if (!ledger_got(&c->ledger, id, seq)) {
+		snprintf(c->why, sizeof(c->why), "%s",
+			 ledger_why(&c->ledger));
+		return LULL_READ_STOP;
+	}
+	if (rec->type != (int32_t)id + 1 || rec->len != worker_len(id, seq)) {
 		snprintf(c->why, sizeof(c->why),
-			 "got producer %u seq %u type %d len %u; expected seq "
-			 "%u", id, seq, (int)rec->type, (unsigned)rec->len,
-			 id < c->nproducers ? c->next[id] : 0);
+			 "got producer %u seq %u type %d len %u", id, seq,
+			 (int)rec->type, (unsigned)rec->len);
 		return LULL_READ_STOP;
 	}
 	bad = pattern_mismatch((const uint8_t *)rec->data + 8, rec->len - 8,
@@ -336,7 +341,6 @@ static int tally_handler(const struct lull_record *rec, void *ctx)
 			 bad + 8);
 		return LULL_READ_STOP;
 	}
-	c->next[id]++;
 	c->total++;
 	return LULL_READ_CONTINUE;
 }
@@ -353,9 +357,11 @@ static void threaded(const struct topo *t, unsigned nproducers)
 	int ret;
 
 	atomic_init(&stop, false);
+	cr_assert_eq(ledger_init(&c.ledger, nproducers), 0);
 	cr_assert_eq(lull_ring_create(&ring, 4096, t->flags), 0);
 	for (i = 0; i < nproducers; i++) {
-		w[i] = (struct worker){ .t = t, .id = i, .stop = &stop };
+		w[i] = (struct worker){ .t = t, .ledger = &c.ledger, .id = i,
+					.stop = &stop };
 		cr_assert_eq(lull_producer_attach(ring, 0, &w[i].prod), 0);
 	}
 	for (i = 0; i < nproducers; i++)
@@ -384,6 +390,8 @@ static void threaded(const struct topo *t, unsigned nproducers)
 			     w[i].err_seq, w[i].err);
 	cr_assert_eq(c.why[0], '\0', "%s", c.why);
 	cr_assert_eq(c.total, want);
+	cr_assert(ledger_complete(&c.ledger), "%s", ledger_why(&c.ledger));
+	ledger_fini(&c.ledger);
 	expect_nothing(ring);
 	for (i = 0; i < nproducers; i++) {
 		cr_assert_eq(lull_producer_detach(w[i].prod), 0);

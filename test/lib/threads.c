@@ -121,29 +121,83 @@ bool flag_wait(struct flag *f, int value, unsigned ms)
 	return ok;
 }
 
-static void *watchdog_main(void *arg)
+static _Noreturn void watchdog_fire(struct watchdog *wd, const char *why)
 {
-	struct watchdog *wd = arg;
-
-	if (flag_wait(&wd->stop, 1, wd->seconds * 1000u))
-		return NULL;
-	fprintf(stderr, "watchdog: %s: still running after %u s\n", wd->what,
-		wd->seconds);
+	fflush(stdout);
+	fprintf(stderr, "watchdog: %s: %s\n", wd->what, why);
+	if (wd->watch.report)
+		wd->watch.report(wd->watch.ctx);
+	fflush(stdout);
 	fflush(stderr);
+	/* The stuck threads cannot be joined: no exit handlers either. */
 	abort();
 }
 
-int watchdog_start(struct watchdog *wd, unsigned seconds, const char *what)
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *wd = arg;
+	const struct watchdog_watch *w = &wd->watch;
+	unsigned tick = w->tick_ms ? w->tick_ms : 100;
+	uint64_t start = now_ms(), moved = start, now, last = 0;
+	char why[400];
+
+	if (w->progress)
+		last = w->progress(w->ctx);
+	for (;;) {
+		unsigned wait = tick;
+
+		now = now_ms();
+		if (wd->seconds && now - start >= wd->seconds * 1000ull) {
+			snprintf(why, sizeof(why), "still running after %u s",
+				 wd->seconds);
+			watchdog_fire(wd, why);
+		}
+		/* Only a deadline: one wait to the end. */
+		if (wd->seconds && !w->progress && !w->check)
+			wait = (unsigned)(start + wd->seconds * 1000ull - now);
+		if (flag_wait(&wd->stop, 1, wait))
+			return NULL;
+		now = now_ms();
+		if (w->progress) {
+			uint64_t cur = w->progress(w->ctx);
+
+			if (cur != last) {
+				last = cur;
+				moved = now;
+			} else if (w->stall_s &&
+				   now - moved >= w->stall_s * 1000ull) {
+				snprintf(why, sizeof(why), "no progress for "
+					 "%llu s", (unsigned long long)
+					 ((now - moved) / 1000));
+				watchdog_fire(wd, why);
+			}
+		}
+		if (w->check && !w->check(w->ctx, why, sizeof(why)))
+			watchdog_fire(wd, why);
+	}
+}
+
+int watchdog_watch(struct watchdog *wd, unsigned seconds, const char *what,
+		   const struct watchdog_watch *watch)
 {
 	int err;
 
 	memset(wd, 0, sizeof(*wd));
 	flag_init(&wd->stop);
 	wd->seconds = seconds;
+	if (watch)
+		wd->watch = *watch;
 	snprintf(wd->what, sizeof(wd->what), "%s", what);
 	err = pthread_create(&wd->thread, NULL, watchdog_main, wd);
 	wd->running = err == 0;
+	if (err)
+		flag_destroy(&wd->stop);
 	return err;
+}
+
+int watchdog_start(struct watchdog *wd, unsigned seconds, const char *what)
+{
+	return watchdog_watch(wd, seconds, what, NULL);
 }
 
 void watchdog_stop(struct watchdog *wd)

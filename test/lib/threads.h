@@ -22,6 +22,17 @@
  *	...
  *	watchdog_stop(&wd);
  *
+ * A long run that must only keep moving watches more than the clock:
+ * watchdog_watch() also fires when the program's progress() stands still
+ * for stall_s seconds, or when its check() finds something wrong (a
+ * record committed long ago and still not delivered), looking every
+ * tick_ms; its report() prints what each thread was doing before the
+ * process aborts.
+ *
+ *	struct watchdog_watch w = { .progress = records_moved,
+ *				    .stall_s = 60, .report = dump, .ctx = run };
+ *	watchdog_watch(&wd, 0, "stress_ring mpsc4", &w);   // no deadline
+ *
  * struct flag is a condvar-backed integer: flag_set() from one thread,
  * flag_wait(f, value, ms) in another, false on its deadline.
  */
@@ -30,6 +41,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* CLOCK_MONOTONIC, in ms and ns. */
@@ -60,16 +72,39 @@ int flag_get(struct flag *f);
 /* Wait until the flag is at least @value; false after @ms. */
 bool flag_wait(struct flag *f, int value, unsigned ms);
 
+/* What a watchdog looks at besides its deadline; any field may be 0. */
+struct watchdog_watch {
+	/* Fire when progress(ctx) returns one value for stall_s seconds. */
+	uint64_t (*progress)(void *ctx);
+	unsigned stall_s;
+	/* Fire when check(ctx, ...) returns false, with why filled in. */
+	bool (*check)(void *ctx, char *why, size_t size);
+	/* When firing, after the message: print the program's state. */
+	void (*report)(void *ctx);
+	void *ctx;
+	unsigned tick_ms; /* how often to look (0: every 100 ms) */
+};
+
 struct watchdog {
 	pthread_t thread;
 	struct flag stop;
 	unsigned seconds;
+	struct watchdog_watch watch;
 	char what[160];
 	bool running;
 };
 
-/* Abort the process with "watchdog: @what ..." unless stopped in time. */
+/*
+ * Abort the process with "watchdog: @what ..." unless stopped within
+ * @seconds; 0 or the error number of pthread_create.
+ */
 int watchdog_start(struct watchdog *wd, unsigned seconds, const char *what);
+/*
+ * The same, also firing on what @watch says (copied); @seconds 0: no
+ * deadline, only @watch.
+ */
+int watchdog_watch(struct watchdog *wd, unsigned seconds, const char *what,
+		   const struct watchdog_watch *watch);
 void watchdog_stop(struct watchdog *wd);
 
 #endif

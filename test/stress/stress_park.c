@@ -43,9 +43,10 @@
  *
  * Every record carries {producer, seq, length, commit time}; the consumer
  * checks per producer that the records arrive in order, none lost, none
- * twice.  There is no safety net (lull's default), so a lost wake-up shows
- * as a stuck record instead of being quietly rescued: a watchdog thread fails
- * the run (a message naming the configuration and its counters, exit 1)
+ * twice (test/lib's ledger).  There is no safety net (lull's default), so a
+ * lost wake-up shows as a stuck record instead of being quietly rescued: a
+ * watchdog (test/lib's) fails the run (a message naming the configuration
+ * and its counters; the process aborts)
  * when a committed record has been undelivered for more than 1 s
  * (--lost-ms) while the consumer is parked and no producer holds an older
  * claim open, when nothing is delivered for 30 s, and when a configuration
@@ -62,10 +63,10 @@
  * uring-eventfd, epoll), split between the ways of parking on it (own
  * io_uring and loop) and the two topologies: by default 20 x --records,
  * a million; in the ThreadSanitizer build, which makes each cycle a few
- * times dearer, 1 x --records (scripts/run-tests.sh passes 100000).  On
- * two cores shared with other work the default run took 125 s, the
- * ping-pongs 10-30 us a cycle; under ThreadSanitizer --records 100000
- * took 107 s.
+ * times dearer, 1 x --records (make check passes 100000, make test a
+ * quick 5000).  On two cores shared with other work the default run took
+ * 125 s, the ping-pongs 10-30 us a cycle; under ThreadSanitizer --records
+ * 100000 took 107 s.
  *
  * --inject-lost-wake checks the checker: in each configuration one
  * producer hides the park word from one of its commits while the consumer
@@ -108,6 +109,9 @@
 #include "handles.h"
 #include "park.h"
 
+#include "../lib/ledger.h"
+#include "../lib/threads.h"
+
 #define NSEC_PER_USEC 1000ull
 #define NSEC_PER_MSEC 1000000ull
 #define NSEC_PER_SEC 1000000000ull
@@ -133,7 +137,7 @@
 #define CAPACITY ((size_t)64 << 10)
 /* No safety net: lull's default, under which a lost wake-up is a hang. */
 #define SAFETY_NS 0
-#define WATCHDOG_TICK_NS (10 * NSEC_PER_MSEC)
+#define WATCHDOG_TICK_MS 10u
 #define HUNT_NS (50 * NSEC_PER_USEC)
 
 #define RECORD_TYPE 1
@@ -261,14 +265,6 @@ struct options {
  * Time and randomness
  */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
 static void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -326,8 +322,8 @@ struct producer {
 	struct lull_producer *prod;
 	pthread_t thread;
 	int error;
-	/* For the watchdog and the summary: relaxed counters. */
-	_Atomic uint64_t committed;     /* records committed (release) */
+	/* For the watchdog and the summary (what it committed: the
+	 * ledger's); relaxed counters. */
 	_Atomic uint64_t write_start;   /* ns a write began; 0 when none */
 	_Atomic uint64_t hunts;         /* park hunts started */
 	_Atomic uint64_t hunt_hits;     /* ... that saw the park announced */
@@ -345,20 +341,24 @@ struct run {
 	uint64_t start_ns;
 	pthread_barrier_t go;
 	pthread_t consumer;
-	pthread_t watchdog;
-	bool consumer_started, watchdog_started;
+	bool consumer_started;
+	struct watchdog watchdog;
+	/* The watchdog's marks, one per producer (see watch_producer()). */
+	struct mark {
+		uint64_t seq; /* the producer had committed this many... */
+		uint64_t ns;  /* ...at this time; 0: no mark */
+	} marks[MAX_PRODUCERS];
+	/* What each producer committed and the consumer took, in order. */
+	struct ledger ledger;
 
 	struct producer prod[MAX_PRODUCERS];
 
 	/* The consumer's, on its own lines. */
-	alignas(LINE_PAIR) uint64_t next[MAX_PRODUCERS];
-	uint64_t crng;
+	alignas(LINE_PAIR) uint64_t crng;
 	uint64_t max_latency_ns;
 	unsigned poisons; /* poison records handed to on_record() */
 	_Atomic uint64_t received;
-	_Atomic uint64_t delivered[MAX_PRODUCERS]; /* next[], published */
 
-	alignas(LINE_PAIR) _Atomic bool done; /* the consumer returned */
 	/*
 	 * --inject-lost-wake: producers pause until producer 0's record
 	 * hold - 1 is delivered; 0 when not holding.
@@ -413,8 +413,7 @@ static void wait_while_held(struct run *run)
 	for (;;) {
 		hold = atomic_load_explicit(&run->hold, memory_order_relaxed);
 		if (!hold || failed(run) ||
-		    atomic_load_explicit(&run->delivered[0],
-					 memory_order_relaxed) >= hold)
+		    ledger_count_got(&run->ledger, 0) >= hold)
 			return;
 		sleep_ns(NSEC_PER_MSEC);
 	}
@@ -476,8 +475,7 @@ static int write_record(struct producer *p, uint64_t seq, bool hold_claim)
 	}
 	if (ret < 0)
 		return ret;
-	/* Pairs with the watchdog's acquire: the record is committed. */
-	atomic_store_explicit(&p->committed, seq + 1, memory_order_release);
+	ledger_sent(&run->ledger, p->id, seq);
 	return 0;
 }
 
@@ -710,7 +708,7 @@ static void *producer_main(void *arg)
 	if (ret < 0 && ret != -ECANCELED) {
 		p->error = ret;
 		fail(run, "producer %u: write of record %" PRIu64 ": %s", p->id,
-		     atomic_load_explicit(&p->committed, memory_order_relaxed),
+		     ledger_count_sent(&run->ledger, p->id),
 		     lull_strerror(ret));
 	}
 	lull_producer_detach(p->prod);
@@ -753,17 +751,10 @@ static int on_record(const struct lull_record *rec, void *ctx)
 		     st.producer, rec->len, st.len);
 		return LULL_READ_STOP;
 	}
-	if (st.seq != run->next[st.producer]) {
-		fail(run, "producer %u: record %" PRIu64 " where %" PRIu64
-		     " was next (%s)", st.producer, st.seq,
-		     run->next[st.producer],
-		     st.seq > run->next[st.producer] ? "lost records"
-						     : "duplicated");
+	if (!ledger_got(&run->ledger, st.producer, st.seq)) {
+		fail(run, "%s", ledger_why(&run->ledger));
 		return LULL_READ_STOP;
 	}
-	run->next[st.producer]++;
-	atomic_store_explicit(&run->delivered[st.producer],
-			      run->next[st.producer], memory_order_release);
 	latency = now_ns() - st.commit_ns;
 	if (latency > run->max_latency_ns)
 		run->max_latency_ns = latency;
@@ -904,7 +895,6 @@ static void *consumer_main(void *arg)
 		else
 			consume_own_uring(run);
 	}
-	atomic_store_explicit(&run->done, true, memory_order_release);
 	return NULL;
 }
 
@@ -931,34 +921,21 @@ static void print_state(struct run *run, FILE *f)
 
 		fprintf(f, "  producer %u: committed %" PRIu64 " of %" PRIu64
 			", delivered %" PRIu64 ", %s\n",
-			i,
-			atomic_load_explicit(&p->committed,
-					     memory_order_relaxed),
-			p->quota,
-			atomic_load_explicit(&run->delivered[i],
-					     memory_order_relaxed),
+			i, ledger_count_sent(&run->ledger, i), p->quota,
+			ledger_count_got(&run->ledger, i),
 			ws ? "writing" : "not writing");
 	}
 }
 
-static _Noreturn void watchdog_fire(struct run *run, const char *fmt, ...)
+/* When the watchdog fires, after its message. */
+static void watchdog_report(void *arg)
 {
-	va_list ap;
+	struct run *run = arg;
 
-	fflush(stdout);
-	fprintf(stderr, "stress_park: WATCHDOG: %s: ", run->name);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
 	print_state(run, stderr);
 	printf("FAIL %-32s watchdog (see above)\n", run->name);
 	printf("%u passed, %u failed\n", run->passed_before,
 	       run->selected - run->passed_before);
-	fflush(stdout);
-	fflush(stderr);
-	/* The stuck threads cannot be joined: leave without atexit. */
-	_exit(1);
 }
 
 /*
@@ -969,10 +946,6 @@ static _Noreturn void watchdog_fire(struct run *run, const char *fmt, ...)
  * the mark (an MPSC claim the consumer must wait for), a committed record
  * is stuck behind a lost wake-up.
  */
-struct mark {
-	uint64_t seq; /* the producer had committed this many records... */
-	uint64_t ns;  /* ...at this time; 0: no mark */
-};
 
 /* Whether a producer's write that began by @ns is still open. */
 static bool write_open_since(struct run *run, uint64_t ns)
@@ -987,17 +960,17 @@ static bool write_open_since(struct run *run, uint64_t ns)
 	return false;
 }
 
-static void watch_producer(struct run *run, unsigned i, struct mark *m,
-			   uint64_t now)
+/* False, with why, when producer @i's records are stuck. */
+static bool watch_producer(struct run *run, unsigned i, uint64_t now,
+			   char *why, size_t size)
 {
 	const uint64_t lost_ns = run->opt->lost_ms * NSEC_PER_MSEC;
+	struct mark *m = &run->marks[i];
 	uint64_t committed, delivered, age;
 
-	/* Pairs with the release in write_record(). */
-	committed = atomic_load_explicit(&run->prod[i].committed,
-					 memory_order_acquire);
-	delivered = atomic_load_explicit(&run->delivered[i],
-					 memory_order_acquire);
+	/* The ledger's counts: acquire loads of what each side noted. */
+	committed = ledger_count_sent(&run->ledger, i);
+	delivered = ledger_count_got(&run->ledger, i);
 	if (m->ns && delivered >= m->seq)
 		m->ns = 0;
 	if (!m->ns) {
@@ -1005,40 +978,35 @@ static void watch_producer(struct run *run, unsigned i, struct mark *m,
 			m->seq = committed;
 			m->ns = now;
 		}
-		return;
+		return true;
 	}
 	age = now - m->ns;
-	if (age > STALL_NS)
-		watchdog_fire(run, "producer %u: record %" PRIu64
-			      " undelivered for %.1f s",
-			      i, m->seq - 1, age / 1e9);
+	if (age > STALL_NS) {
+		snprintf(why, size, "producer %u: record %" PRIu64
+			 " undelivered for %.1f s", i, m->seq - 1, age / 1e9);
+		return false;
+	}
 	if (age > lost_ns && park_word(run) != LULL_PARK_AWAKE &&
-	    !failed(run) && !write_open_since(run, m->ns))
-		watchdog_fire(run, "LOST WAKE-UP: producer %u's record %"
-			      PRIu64 " was committed over %.3f s ago and is "
-			      "not delivered, while the consumer is parked",
-			      i, m->seq - 1, age / 1e9);
+	    !failed(run) && !write_open_since(run, m->ns)) {
+		snprintf(why, size, "LOST WAKE-UP: producer %u's record %"
+			 PRIu64 " was committed over %.3f s ago and is not "
+			 "delivered, while the consumer is parked", i,
+			 m->seq - 1, age / 1e9);
+		return false;
+	}
+	return true;
 }
 
-static void *watchdog_main(void *arg)
+/* The watchdog's check, every tick: no producer's records are stuck. */
+static bool watch_producers(void *arg, char *why, size_t size)
 {
 	struct run *run = arg;
-	const uint64_t deadline = run->start_ns +
-				  run->opt->deadline_s * NSEC_PER_SEC;
-	struct mark marks[MAX_PRODUCERS];
-	uint64_t now;
+	uint64_t now = now_ns();
 
-	memset(marks, 0, sizeof(marks));
-	while (!atomic_load_explicit(&run->done, memory_order_acquire)) {
-		now = now_ns();
-		if (now > deadline)
-			watchdog_fire(run, "the configuration ran past its "
-				      "%u s deadline", run->opt->deadline_s);
-		for (unsigned i = 0; i < run->topo->producers; i++)
-			watch_producer(run, i, &marks[i], now);
-		sleep_ns(WATCHDOG_TICK_NS);
-	}
-	return NULL;
+	for (unsigned i = 0; i < run->topo->producers; i++)
+		if (!watch_producer(run, i, now, why, size))
+			return false;
+	return true;
 }
 
 /* ------------------------------------------------------------------------
@@ -1099,11 +1067,14 @@ static void check_end(struct run *run, struct lull_ring_stats *st)
 
 	for (unsigned i = 0; i < run->topo->producers; i++) {
 		struct producer *p = &run->prod[i];
+		uint64_t got = ledger_count_got(&run->ledger, i);
 
-		if (run->next[i] != p->quota)
+		if (got != p->quota)
 			fail(run, "producer %u: %" PRIu64 " of %" PRIu64
-			     " records delivered", i, run->next[i], p->quota);
+			     " records delivered", i, got, p->quota);
 	}
+	if (!ledger_complete(&run->ledger))
+		fail(run, "%s", ledger_why(&run->ledger));
 	/*
 	 * Every producer detached: after the last record, the poison, which
 	 * a loop hands to its handler before its run returns (the stop, or
@@ -1170,8 +1141,14 @@ static int run_config(unsigned index, const struct options *opt,
 {
 	struct run *run;
 	struct lull_ring_stats st = { 0 };
+	struct watchdog_watch watch = {
+		.check = watch_producers,
+		.report = watchdog_report,
+		.tick_ms = WATCHDOG_TICK_MS,
+	};
 	uint64_t hunts = 0, hits = 0, elapsed;
 	unsigned n, started = 0;
+	char what[80];
 	bool ok;
 	int ret;
 
@@ -1195,12 +1172,17 @@ static int run_config(unsigned index, const struct options *opt,
 	n = run->topo->producers;
 	snprintf(run->name, sizeof(run->name), "%s/%s", run->be->name,
 		 run->topo->name);
+	if (ledger_init(&run->ledger, n)) {
+		perror("stress_park");
+		exit(2);
+	}
 
 	ret = setup(run);
 	if (ret < 0 && !failed(run)) {
 		/* The backend is not available here: nothing to stress. */
 		printf("SKIP %-32s %s\n", run->name, lull_strerror(ret));
 		fflush(stdout);
+		ledger_fini(&run->ledger);
 		free(run);
 		return -1;
 	}
@@ -1216,9 +1198,14 @@ static int run_config(unsigned index, const struct options *opt,
 				 ((uint64_t)(i + 1) << 40);
 		}
 		run->start_ns = now_ns();
-		if (pthread_create(&run->watchdog, NULL, watchdog_main, run) ==
-		    0)
-			run->watchdog_started = true;
+		/*
+		 * The configuration's deadline, and every tick the producers'
+		 * records: none stuck behind a lost wake-up.
+		 */
+		watch.ctx = run;
+		snprintf(what, sizeof(what), "stress_park %s", run->name);
+		ret = watchdog_watch(&run->watchdog, opt->deadline_s, what,
+				     &watch);
 		if (pthread_create(&run->consumer, NULL, consumer_main, run) ==
 		    0) {
 			run->consumer_started = true;
@@ -1230,7 +1217,7 @@ static int run_config(unsigned index, const struct options *opt,
 				break;
 			started++;
 		}
-		if (!run->watchdog_started || started != n + 1) {
+		if (ret || started != n + 1) {
 			fprintf(stderr, "stress_park: pthread_create failed\n");
 			exit(2);
 		}
@@ -1239,7 +1226,7 @@ static int run_config(unsigned index, const struct options *opt,
 		if (failed(run))
 			kick_consumer(run);
 		pthread_join(run->consumer, NULL);
-		pthread_join(run->watchdog, NULL);
+		watchdog_stop(&run->watchdog);
 		pthread_barrier_destroy(&run->go);
 	}
 	elapsed = now_ns() - run->start_ns;
@@ -1275,6 +1262,7 @@ static int run_config(unsigned index, const struct options *opt,
 	if (run->ring)
 		lull_ring_destroy(run->ring);
 	unsetenv("LULL_BACKEND");
+	ledger_fini(&run->ledger);
 	free(run);
 	return ok ? 1 : 0;
 }

@@ -15,14 +15,15 @@
  * only its caller's 2 s timeout ends a wait whose wake-up was lost).
  *
  * For every record the consumer checks the type (producer id + 1), that the
- * producer's records arrive in order with none lost and none repeated, that
- * the length is the one the producer chose for that sequence number, the
+ * producer's records arrive in order with none lost and none repeated
+ * (test/lib's ledger, fed the seq each record's stamp carries), that the
+ * length is the one the producer chose for that sequence number, the
  * alignment, and every payload byte.  At the end every producer's count must
  * match, and the ring must end the way the last producer's detach ends it:
  * with exactly one poison record (by read or by peek, chosen at random),
  * then -EPIPE from read and peek.
  *
- * A watchdog thread ends the process with a message naming the
+ * A watchdog (test/lib's) ends the process with a message naming the
  * configuration and its progress counters when nothing moves for
  * --watchdog-seconds: a hang fails, it never stalls CI.
  *
@@ -53,6 +54,8 @@
 
 #include <lull.h>
 
+#include "../lib/ledger.h"
+#include "../lib/threads.h"
 #include "../lib/topo.h"
 
 #define MAX_PRODUCERS 8
@@ -143,8 +146,7 @@ struct producer {
 	pthread_t thread;
 	bool started;
 
-	/* Progress for the watchdog: relaxed, only counters. */
-	atomic_uint_fast64_t sent;	/* records committed */
+	/* Progress for the watchdog (what it sent: the ledger's). */
 	atomic_uint_fast64_t full;	/* -EAGAIN retries */
 	atomic_uint_fast64_t waits;	/* of them, in lull_producer_wait() */
 	atomic_uint_fast64_t slow_waits; /* waits of 450 ms or more */
@@ -174,12 +176,9 @@ struct consumer {
 	bool forbid;		/* a read that must not call the handler */
 	bool ended;		/* the handler returned STOP or KEEP */
 	uint64_t empty_local;
-	uint64_t next_local[MAX_PRODUCERS];
 
-	/* Progress for the watchdog: relaxed, only counters. */
-	atomic_uint_fast64_t progress;	/* records consumed */
+	/* Progress for the watchdog (what it took: the ledger's). */
 	atomic_uint_fast64_t empty;	/* -EAGAIN from read or peek */
-	atomic_uint_fast64_t next[MAX_PRODUCERS]; /* expected seq */
 };
 
 struct run {
@@ -205,6 +204,11 @@ struct run {
 	char msg[1024];
 
 	atomic_int phase;
+
+	/* What each producer sent and the consumer took, in order. */
+	struct ledger ledger;
+	/* For the watchdog's report: configurations passed, and run. */
+	unsigned passed_before, selected;
 
 	struct producer prod[MAX_PRODUCERS];
 	struct consumer cons;
@@ -606,7 +610,7 @@ static void *producer_main(void *arg)
 			break;
 		if (!send_record(p, seq))
 			break;
-		atomic_store_explicit(&p->sent, seq + 1, memory_order_relaxed);
+		ledger_sent(&run->ledger, p->id, seq);
 	}
 
 	set_doing(p, DOING_DETACH);
@@ -621,35 +625,13 @@ static void *producer_main(void *arg)
 /* ---------------------------------------------------------------------- */
 /* The consumer                                                            */
 
-/* What the stamp of a record that does not match says about it. */
-static void describe_stamp(char *buf, size_t size,
-			   const struct lull_record *rec, uint64_t expected)
-{
-	uint64_t seq;
-
-	buf[0] = '\0';
-	if (rec->len < 8 || !rec->data)
-		return;
-	memcpy(&seq, rec->data, 8);
-	if (seq < expected)
-		snprintf(buf, size, "; its payload says seq %" PRIu64
-			 ": a duplicate or reordered record", seq);
-	else if (seq > expected)
-		snprintf(buf, size, "; its payload says seq %" PRIu64
-			 ": %" PRIu64 " records lost or reordered", seq,
-			 seq - expected);
-	else
-		snprintf(buf, size, "; its payload says the expected seq");
-}
-
 /* Check a record against what its producer sent next; consume nothing. */
 static bool check_record(struct consumer *c, const struct lull_record *rec,
 			 const char *how)
 {
 	struct run *run = c->run;
 	const struct producer *p;
-	char what[128];
-	uint64_t seq, key;
+	uint64_t seq, key, stamped;
 	size_t want, bad;
 	unsigned id;
 
@@ -661,7 +643,7 @@ static bool check_record(struct consumer *c, const struct lull_record *rec,
 	}
 	id = (unsigned)rec->type - 1;
 	p = &run->prod[id];
-	seq = c->next_local[id];
+	seq = ledger_expect(&run->ledger, id);
 	if (c->kept) {
 		if (rec->type != c->kept_type || rec->len != c->kept_len) {
 			fail(run, "%s: the record left in place (type %" PRId32
@@ -672,19 +654,32 @@ static bool check_record(struct consumer *c, const struct lull_record *rec,
 		}
 		c->kept = false;
 	}
+	/*
+	 * A record of 8 bytes or more says which one it is: one lost, repeated
+	 * or out of order shows as such.  A shorter one is taken to be the
+	 * next; its length and bytes would betray it.
+	 */
+	if (rec->len >= sizeof(stamped) && rec->data) {
+		memcpy(&stamped, rec->data, sizeof(stamped));
+		if (!ledger_check(&run->ledger, id, stamped)) {
+			fail(run, "%s: a record of length %" PRIu32 ": %s%s",
+			     how, rec->len, ledger_why(&run->ledger),
+			     stamped >= p->quota ? " (past the producer's "
+			     "last record)" : "");
+			return false;
+		}
+	}
 	if (seq >= p->quota) {
-		describe_stamp(what, sizeof(what), rec, seq);
 		fail(run, "%s: producer %u: a record (length %" PRIu32 ") "
-		     "after its last one, seq %" PRIu64 "%s", how, id,
-		     rec->len, p->quota - 1, what);
+		     "after its last one, seq %" PRIu64, how, id, rec->len,
+		     p->quota - 1);
 		return false;
 	}
 	key = record_key(p, seq);
 	want = record_len(key, run->max_len);
 	if (rec->len != want) {
-		describe_stamp(what, sizeof(what), rec, seq);
 		fail(run, "%s: producer %u seq %" PRIu64 ": length %" PRIu32
-		     ", expected %zu%s", how, id, seq, rec->len, want, what);
+		     ", expected %zu", how, id, seq, rec->len, want);
 		return false;
 	}
 	if (want && (!rec->data ||
@@ -695,23 +690,21 @@ static bool check_record(struct consumer *c, const struct lull_record *rec,
 	}
 	bad = want ? payload_check(rec->data, id, seq, key, want) : 0;
 	if (bad != want) {
-		describe_stamp(what, sizeof(what), rec, seq);
 		fail(run, "%s: producer %u seq %" PRIu64 " (length %zu): "
-		     "payload byte %zu is wrong%s", how, id, seq, want, bad,
-		     what);
+		     "payload byte %zu is wrong", how, id, seq, want, bad);
 		return false;
 	}
 	return true;
 }
 
+/* Take the record check_record() passed: the producer's next. */
 static void consume(struct consumer *c, unsigned id)
 {
-	c->next_local[id]++;
+	struct ledger *l = &c->run->ledger;
+
+	if (!ledger_got(l, id, ledger_expect(l, id)))
+		fail(c->run, "%s", ledger_why(l));
 	c->received++;
-	atomic_store_explicit(&c->next[id], c->next_local[id],
-			      memory_order_relaxed);
-	atomic_store_explicit(&c->progress, c->received,
-			      memory_order_relaxed);
 }
 
 static void count_empty(struct consumer *c)
@@ -1012,20 +1005,23 @@ static void check_poison(struct run *run)
  */
 static void check_end(struct run *run)
 {
-	struct consumer *c = &run->cons;
 	unsigned i;
 
 	for (i = 0; i < run->cfg->producers; i++) {
 		struct producer *p = &run->prod[i];
-		uint64_t sent = atomic_load_explicit(&p->sent,
-						     memory_order_relaxed);
+		uint64_t sent = ledger_count_sent(&run->ledger, i);
+		uint64_t got = ledger_count_got(&run->ledger, i);
 
-		if (sent != p->quota || c->next_local[i] != p->quota) {
+		if (sent != p->quota || got != p->quota) {
 			fail(run, "producer %u: sent %" PRIu64 ", received %"
-			     PRIu64 ", expected %" PRIu64, i, sent,
-			     c->next_local[i], p->quota);
+			     PRIu64 ", expected %" PRIu64, i, sent, got,
+			     p->quota);
 			return;
 		}
+	}
+	if (!ledger_complete(&run->ledger)) {
+		fail(run, "%s", ledger_why(&run->ledger));
+		return;
 	}
 	check_poison(run);
 }
@@ -1033,45 +1029,35 @@ static void check_end(struct run *run)
 /* ---------------------------------------------------------------------- */
 /* The watchdog                                                            */
 
-struct watchdog {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool done;		/* under lock */
-	struct run *run;
-	unsigned seconds;
-	unsigned passed;	/* configurations passed before this one */
-	unsigned selected;	/* configurations in this invocation */
-	pthread_t thread;
-};
-
-static uint64_t progress(struct run *run)
+/* Records sent and taken, and the phase: what the watchdog sees move. */
+static uint64_t progress(void *arg)
 {
+	struct run *run = arg;
 	uint64_t sum;
 	unsigned i;
 
-	sum = atomic_load_explicit(&run->cons.progress, memory_order_relaxed);
-	sum += (uint64_t)atomic_load_explicit(&run->phase,
-					      memory_order_relaxed) << 56;
+	sum = (uint64_t)atomic_load_explicit(&run->phase,
+					     memory_order_relaxed) << 56;
 	for (i = 0; i < run->cfg->producers; i++)
-		sum += atomic_load_explicit(&run->prod[i].sent,
-					    memory_order_relaxed);
+		sum += ledger_count_sent(&run->ledger, i) +
+		       ledger_count_got(&run->ledger, i);
 	return sum;
 }
 
-static _Noreturn void watchdog_fire(struct watchdog *wd, double idle)
+/* When nothing moved for --watchdog-seconds: where everyone stands. */
+static void watchdog_report(void *arg)
 {
-	struct run *run = wd->run;
+	struct run *run = arg;
 	struct consumer *c = &run->cons;
 	int phase = atomic_load_explicit(&run->phase, memory_order_relaxed);
+	uint64_t got = 0;
 	unsigned i;
 
-	fprintf(stderr, "stress_ring: WATCHDOG: %s made no progress for "
-		"%.0f s while %s: consumed %" PRIu64 " of %" PRIu64
-		" records, %" PRIu64 " empty-ring retries\n",
-		run->cfg->name, idle, phase_names[phase],
-		(uint64_t)atomic_load_explicit(&c->progress,
-					       memory_order_relaxed),
-		run->total,
+	for (i = 0; i < run->cfg->producers; i++)
+		got += ledger_count_got(&run->ledger, i);
+	fprintf(stderr, "stress_ring: %s hung while %s: consumed %" PRIu64
+		" of %" PRIu64 " records, %" PRIu64 " empty-ring retries\n",
+		run->cfg->name, phase_names[phase], got, run->total,
 		(uint64_t)atomic_load_explicit(&c->empty,
 					       memory_order_relaxed));
 	/* Pairs with the release in fail(): msg is complete. */
@@ -1084,87 +1070,19 @@ static _Noreturn void watchdog_fire(struct watchdog *wd, double idle)
 						 memory_order_relaxed);
 
 		fprintf(stderr, "stress_ring:   producer %u: %s, sent %"
-			PRIu64 " of %" PRIu64 ", consumer expects seq %"
-			PRIu64 ", %" PRIu64 " full-ring retries, %" PRIu64
+			PRIu64 " of %" PRIu64 ", consumer took %" PRIu64
+			", %" PRIu64 " full-ring retries, %" PRIu64
 			" aborts\n", i, doing_names[doing],
-			(uint64_t)atomic_load_explicit(&p->sent,
-						       memory_order_relaxed),
-			p->quota,
-			(uint64_t)atomic_load_explicit(&c->next[i],
-						       memory_order_relaxed),
+			ledger_count_sent(&run->ledger, i), p->quota,
+			ledger_count_got(&run->ledger, i),
 			(uint64_t)atomic_load_explicit(&p->full,
 						       memory_order_relaxed),
 			(uint64_t)atomic_load_explicit(&p->aborts,
 						       memory_order_relaxed));
 	}
 	printf("%s: hung (watchdog)\n", run->cfg->name);
-	printf("%u passed, %u failed\n", wd->passed,
-	       wd->selected - wd->passed);
-	fflush(stdout);
-	fflush(stderr);
-	/* The stuck threads cannot be joined: leave without running atexit. */
-	_exit(1);
-}
-
-static void *watchdog_main(void *arg)
-{
-	struct watchdog *wd = arg;
-	uint64_t last = progress(wd->run);
-	double since = now_seconds();
-
-	pthread_mutex_lock(&wd->lock);
-	while (!wd->done) {
-		struct timespec deadline;
-		uint64_t cur;
-		double now;
-
-		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		deadline.tv_sec += 1;
-		pthread_cond_timedwait(&wd->cond, &wd->lock, &deadline);
-		if (wd->done)
-			break;
-		cur = progress(wd->run);
-		now = now_seconds();
-		if (cur != last) {
-			last = cur;
-			since = now;
-		} else if (now - since >= wd->seconds) {
-			watchdog_fire(wd, now - since);
-		}
-	}
-	pthread_mutex_unlock(&wd->lock);
-	return NULL;
-}
-
-static int watchdog_start(struct watchdog *wd, struct run *run)
-{
-	pthread_condattr_t attr;
-	int ret;
-
-	wd->run = run;
-	wd->done = false;
-	pthread_mutex_init(&wd->lock, NULL);
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&wd->cond, &attr);
-	pthread_condattr_destroy(&attr);
-	ret = pthread_create(&wd->thread, NULL, watchdog_main, wd);
-	if (ret) {
-		pthread_cond_destroy(&wd->cond);
-		pthread_mutex_destroy(&wd->lock);
-	}
-	return ret;
-}
-
-static void watchdog_stop(struct watchdog *wd)
-{
-	pthread_mutex_lock(&wd->lock);
-	wd->done = true;
-	pthread_cond_signal(&wd->cond);
-	pthread_mutex_unlock(&wd->lock);
-	pthread_join(wd->thread, NULL);
-	pthread_cond_destroy(&wd->cond);
-	pthread_mutex_destroy(&wd->lock);
+	printf("%u passed, %u failed\n", run->passed_before,
+	       run->selected - run->passed_before);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1268,7 +1186,8 @@ static void ring_teardown(struct run *run)
 }
 
 static struct run *run_create(const struct config *cfg,
-			      const struct options *opt, unsigned index)
+			      const struct options *opt, unsigned index,
+			      unsigned passed_before, unsigned selected)
 {
 	size_t size = (sizeof(struct run) + LINE_PAIR - 1) &
 		      ~(size_t)(LINE_PAIR - 1);
@@ -1287,6 +1206,10 @@ static struct run *run_create(const struct config *cfg,
 	atomic_init(&run->stop, false);
 	atomic_init(&run->failed, FAILED_NONE);
 	atomic_init(&run->phase, PHASE_SETUP);
+	if (ledger_init(&run->ledger, cfg->producers))
+		die("ledger_init", ENOMEM);
+	run->passed_before = passed_before;
+	run->selected = selected;
 	for (i = 0; i < MAX_PRODUCERS; i++) {
 		struct producer *p = &run->prod[i];
 
@@ -1296,32 +1219,41 @@ static struct run *run_create(const struct config *cfg,
 			   (i < opt->records % cfg->producers);
 		p->key = mix64(seed ^ mix64(i + 1));
 		p->rng = mix64(p->key + 1);
-		atomic_init(&p->sent, 0);
 		atomic_init(&p->full, 0);
 		atomic_init(&p->waits, 0);
 		atomic_init(&p->slow_waits, 0);
 		atomic_init(&p->aborts, 0);
 		atomic_init(&p->doing, DOING_ATTACH);
-		atomic_init(&run->cons.next[i], 0);
 	}
 	run->cons.run = run;
 	run->cons.rng = mix64(seed + 2);
-	atomic_init(&run->cons.progress, 0);
 	atomic_init(&run->cons.empty, 0);
 	return run;
 }
 
 static bool run_config(const struct config *cfg, const struct options *opt,
-		       unsigned index, struct watchdog *wd)
+		       unsigned index, unsigned passed_before,
+		       unsigned selected)
 {
-	struct run *run = run_create(cfg, opt, index);
+	struct run *run = run_create(cfg, opt, index, passed_before,
+				     selected);
+	struct watchdog_watch watch = {
+		.progress = progress,
+		.stall_s = opt->watchdog_seconds,
+		.report = watchdog_report,
+		.ctx = run,
+		.tick_ms = 1000,
+	};
+	struct watchdog wd;
+	char what[64];
 	uint64_t full = 0, aborts = 0, waits = 0, slow_waits = 0;
 	double start = 0, secs = 0;
 	bool ok, ran = false;
 	unsigned i;
 	int ret;
 
-	ret = watchdog_start(wd, run);
+	snprintf(what, sizeof(what), "stress_ring %s", cfg->name);
+	ret = watchdog_watch(&wd, 0, what, &watch);
 	if (ret)
 		die("pthread_create (watchdog)", ret);
 
@@ -1357,7 +1289,7 @@ static bool run_config(const struct config *cfg, const struct options *opt,
 	}
 	set_phase(run, PHASE_TEARDOWN);
 	ring_teardown(run);
-	watchdog_stop(wd);
+	watchdog_stop(&wd);
 
 	for (i = 0; i < cfg->producers; i++) {
 		full += atomic_load_explicit(&run->prod[i].full,
@@ -1388,6 +1320,7 @@ static bool run_config(const struct config *cfg, const struct options *opt,
 	       run->cons.empty_local, aborts, ok ? "ok" : "FAILED: ",
 	       ok ? "" : run->msg, ok || ran ? "" : " (before starting)");
 	fflush(stdout);
+	ledger_fini(&run->ledger);
 	free(run);
 	return ok;
 }
@@ -1530,13 +1463,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
 int main(int argc, char **argv)
 {
 	struct options opt = { 0 };
-	struct watchdog wd = { 0 };
-	unsigned i, passed = 0, failed = 0;
+	unsigned i, passed = 0, failed = 0, selected = 0;
 
 	parse_options(argc, argv, &opt);
 	for (i = 0; i < NR_CONFIGS; i++)
-		wd.selected += opt.selected[i];
-	wd.seconds = opt.watchdog_seconds;
+		selected += opt.selected[i];
 
 	printf("stress_ring: lull %s, %" PRIu64 " records per configuration, "
 	       "capacity %zu, seed %" PRIu64 ", watchdog %u s\n",
@@ -1547,8 +1478,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < NR_CONFIGS; i++) {
 		if (!opt.selected[i])
 			continue;
-		wd.passed = passed;
-		if (run_config(&configs[i], &opt, i, &wd))
+		if (run_config(&configs[i], &opt, i, passed, selected))
 			passed++;
 		else
 			failed++;

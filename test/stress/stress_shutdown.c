@@ -23,7 +23,8 @@
  * refused with -EPIPE, aborted, claimed when its thread was cancelled, or
  * cut short inside a call by the cancellation).  The consumer checks, as
  * records arrive, their form and content and that each producer's records
- * come in order without duplicates; then that the fatal record comes at
+ * come in order without duplicates or gaps, but for the aborted ones
+ * (test/lib's ledger); then that the fatal record comes at
  * most once, only if a report returned 0, with its code, and right before
  * the poison; that the poison comes exactly once with nothing after it and
  * -EPIPE from every later read.  After the round, every record whose call
@@ -35,10 +36,10 @@
  * LULL_SAFETY_NET_MS turns the safety net on) and the ring tears down.
  *
  * The consumers park with lull's default, no safety net: a lost wake-up
- * leaves a parked consumer asleep for good, and a watchdog thread fails the
- * run loudly, with the round's seed, number and configuration and what each
- * thread was doing, when a round takes longer than --watchdog-seconds (a
- * hang never stalls CI).  The output counts, per group and per backend,
+ * leaves a parked consumer asleep for good, and a watchdog (test/lib's)
+ * fails the run loudly, with the round's seed, number and configuration and
+ * what each thread was doing, when a round takes longer than
+ * --watchdog-seconds (a hang never stalls CI; the process aborts).  The output counts, per group and per backend,
  * the park cycles (the rings' parks counters) and the lost wake-ups: 0 in
  * a run that ends at all, since a lost one ends it in the watchdog.
  *
@@ -77,6 +78,8 @@
 
 #include <lull.h>
 
+#include "../lib/ledger.h"
+#include "../lib/threads.h"
 #include "../lib/topo.h"
 
 #define DEFAULT_ROUNDS 10000u
@@ -476,8 +479,8 @@ struct round {
 	atomic_bool poisoned;
 	atomic_int phase;
 	/* The consumer's view. */
+	struct ledger ledger; /* each producer's records: in order, once */
 	uint8_t delivered_mark[MAX_PRODUCERS][MAX_TRIES];
-	int64_t last_seq[MAX_PRODUCERS];
 	unsigned fatals;
 	int fatal_index;
 	unsigned poisons;
@@ -666,6 +669,11 @@ static int send_one(struct producer *p, const struct topo *ops, uint32_t seq,
 				ret = ops->abort(p->prod);
 				if (ret == 0) {
 					p->outcome[seq] = OUT_ABORTED;
+					/* Before the next record is sent. */
+					ledger_sent(&p->r->ledger, p->index,
+						    seq);
+					ledger_drop(&p->r->ledger, p->index,
+						    seq);
 					atomic_store_explicit(
 						&p->doing, DOING_SEND,
 						memory_order_relaxed);
@@ -681,9 +689,10 @@ static int send_one(struct producer *p, const struct topo *ops, uint32_t seq,
 			}
 		}
 	}
-	if (ret == 0)
+	if (ret == 0) {
 		p->outcome[seq] = OUT_OK;
-	else if (ret == -EPIPE)
+		ledger_sent(&p->r->ledger, p->index, seq);
+	} else if (ret == -EPIPE)
 		p->outcome[seq] = OUT_REFUSED;
 	else
 		p->outcome[seq] = OUT_NONE;
@@ -927,12 +936,10 @@ static void consumer_check_record(struct round *r,
 				   st.seq, st.producer, i);
 			return;
 		}
-	if ((int64_t)st.seq <= r->last_seq[st.producer]) {
-		round_fail(r, "producer %u: record %u after %" PRId64,
-			   st.producer, st.seq, r->last_seq[st.producer]);
+	if (!ledger_got(&r->ledger, st.producer, st.seq)) {
+		round_fail(r, "%s", ledger_why(&r->ledger));
 		return;
 	}
-	r->last_seq[st.producer] = st.seq;
 	r->delivered_mark[st.producer][st.seq] = 1;
 	r->records++;
 	atomic_store_explicit(&r->delivered, r->records, memory_order_relaxed);
@@ -1170,19 +1177,12 @@ struct group {
 struct run_state {
 	const struct options *opt;
 	struct group groups[GROUPS];
+	/* For the watchdog: the round running, since when, and a count
+	 * that moves as each round begins and as it ends. */
 	struct round *_Atomic current;
 	_Atomic uint64_t round_started_ms;
-	atomic_bool stop;
-	pthread_t watchdog;
+	_Atomic uint64_t rounds_moved;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static unsigned group_of(const struct round_cfg *c)
 {
@@ -1244,14 +1244,32 @@ static void print_groups(const struct run_state *rs, bool final,
 	fflush(stdout);
 }
 
-static _Noreturn void watchdog_fire(struct run_state *rs, struct round *r,
-				    uint64_t ms)
+/* What the watchdog sees move: a round beginning or ending. */
+static uint64_t rounds_moved(void *arg)
 {
-	const struct round_cfg *c = r->cfg;
+	struct run_state *rs = arg;
 
+	return atomic_load(&rs->rounds_moved);
+}
+
+/* A round ran past --watchdog-seconds: how to rerun it, where it stood. */
+static void watchdog_report(void *arg)
+{
+	struct run_state *rs = arg;
+	struct round *r = atomic_load_explicit(&rs->current,
+					       memory_order_acquire);
+	const struct round_cfg *c;
+
+	if (!r) {
+		printf("HUNG between rounds\n");
+		print_groups(rs, true, GROUPS);
+		return;
+	}
+	c = r->cfg;
 	printf("HUNG round %u (--seed %" PRIu64 " --round %u%s) after %" PRIu64
 	       " ms, %s: %s\n",
-	       c->round, rs->opt->seed, c->round, rs->opt->filters, ms,
+	       c->round, rs->opt->seed, c->round, rs->opt->filters,
+	       now_ms() - atomic_load(&rs->round_started_ms),
 	       phase_names[atomic_load(&r->phase)], c->text);
 	printf("  consumer: %u records, poison %s, first act %s\n",
 	       atomic_load(&r->delivered),
@@ -1262,23 +1280,6 @@ static _Noreturn void watchdog_fire(struct run_state *rs, struct round *r,
 		       atomic_load(&r->prod[i].committed),
 		       doing_names[atomic_load(&r->prod[i].doing)]);
 	print_groups(rs, true, group_of(c));
-	_exit(1);
-}
-
-static void *watchdog_main(void *arg)
-{
-	struct run_state *rs = arg;
-	uint64_t limit = (uint64_t)rs->opt->watchdog_seconds * 1000, started;
-	struct round *r;
-
-	while (!atomic_load(&rs->stop)) {
-		nap(100000000);
-		r = atomic_load_explicit(&rs->current, memory_order_acquire);
-		started = atomic_load(&rs->round_started_ms);
-		if (r && now_ms() - started > limit)
-			watchdog_fire(rs, r, now_ms() - started);
-	}
-	return NULL;
 }
 
 /* ------------------------------------------------------------------------
@@ -1422,11 +1423,14 @@ static bool run_round(struct run_state *rs, struct round *r,
 	r->cfg = c;
 	r->rng = c->seed ^ 0xabcdef;
 	r->fatal_index = -1;
-	for (unsigned i = 0; i < MAX_PRODUCERS; i++)
-		r->last_seq[i] = -1;
 	atomic_store(&r->phase, PHASE_SETUP);
 	atomic_store(&rs->round_started_ms, now_ms());
 	atomic_store_explicit(&rs->current, r, memory_order_release);
+	atomic_fetch_add(&rs->rounds_moved, 1);
+	if (ledger_init(&r->ledger, c->nprod)) {
+		fprintf(stderr, "ledger_init: out of memory\n");
+		exit(2);
+	}
 
 	ret = lull_ring_create(&r->ring, c->capacity, c->topology);
 	if (ret < 0) {
@@ -1479,6 +1483,13 @@ static bool run_round(struct run_state *rs, struct round *r,
 	}
 	/* Let any producer waiting for the act go, even after a failure. */
 	atomic_store_explicit(&r->acted, true, memory_order_release);
+	/*
+	 * After a failure the consumer stopped reading: end the ring, so
+	 * that producers retrying on a full one see -EPIPE and the round
+	 * reports the failure instead of hanging until the watchdog.
+	 */
+	if (r->error[0])
+		lull_ring_shutdown(r->ring, LULL_SHUTDOWN_IMMEDIATE);
 
 	atomic_store(&r->phase, PHASE_JOINING);
 	pthread_join(r->controller, NULL);
@@ -1644,6 +1655,12 @@ int main(int argc, char **argv)
 {
 	static struct round round_state; /* large: not on the stack */
 	struct run_state rs = { 0 };
+	struct watchdog_watch watch = {
+		.progress = rounds_moved,
+		.report = watchdog_report,
+		.ctx = &rs,
+	};
+	struct watchdog wd;
 	struct options opt;
 	struct round_cfg cfg;
 	struct io_uring uring;
@@ -1679,7 +1696,9 @@ int main(int argc, char **argv)
 						 : "; no io_uring futex here",
 	       mode_supported[MODE_URING_EVENTFD] ? "" : "; no io_uring here");
 	fflush(stdout);
-	if (pthread_create(&rs.watchdog, NULL, watchdog_main, &rs) != 0) {
+	/* A round that runs past --watchdog-seconds is hung. */
+	watch.stall_s = opt.watchdog_seconds;
+	if (watchdog_watch(&wd, 0, "stress_shutdown", &watch) != 0) {
 		fprintf(stderr, "pthread_create failed\n");
 		return 2;
 	}
@@ -1695,6 +1714,8 @@ int main(int argc, char **argv)
 		ok = run_round(&rs, &round_state, &cfg,
 			       have_uring ? &uring : NULL);
 		atomic_store_explicit(&rs.current, NULL, memory_order_release);
+		atomic_fetch_add(&rs.rounds_moved, 1);
+		ledger_fini(&round_state.ledger);
 		g = &rs.groups[group_of(&cfg)];
 		g->run++;
 		g->records += round_state.records;
@@ -1713,8 +1734,7 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 	}
-	atomic_store(&rs.stop, true);
-	pthread_join(rs.watchdog, NULL);
+	watchdog_stop(&wd);
 	for (unsigned g = 0; g < GROUPS; g++)
 		groups_failed += rs.groups[g].failed != 0;
 	printf("stress_shutdown: %u rounds in %.1f s, %" PRIu64
