@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stress_ring.c - multi-threaded stress test of the SPSC and MPSC rings.
+ * stress_ring.c - multi-threaded stress test of the SPSC, MPSC and LANES
+ * rings.
  *
  * A plain-main program (ThreadSanitizer cannot run Criterion).  For each
- * configuration - spsc, and mpsc with 1, 2, 4 and 8 producer threads, on a
- * small ring so that it wraps constantly - producers send a deterministic
- * stream of records of random sizes through every write path (write, writev,
- * claim + commit, and claim + abort which sends nothing), and the consumer,
+ * configuration - spsc, mpsc with 1, 2, 4 and 8 producer threads, and
+ * lanes with 2 and 8 (a lane each), on a small ring so that it wraps
+ * constantly - producers send a deterministic stream of records of random
+ * sizes through every write path (write, writev, claim + commit, claim +
+ * abort which sends nothing, and batches: a write_batch, or a claim_batch
+ * committed or aborted whole), and the consumer,
  * on the main thread, drains it through every read path (lull_ring_read with
  * varying limits and handlers that continue, stop or keep, and
  * lull_ring_peek + lull_ring_release).  A producer that finds the ring full
@@ -71,9 +74,11 @@
 
 #define GOLDEN 0x9e3779b97f4a7c15ull
 
+#define BATCH_MAX 16u /* records in one batch at most */
+
 struct config {
 	const char *name;
-	unsigned topology;	/* LULL_RING_SPSC or LULL_RING_MPSC */
+	unsigned topology;	/* LULL_RING_SPSC, _MPSC or _LANES(n) */
 	unsigned producers;
 	/*
 	 * Lay the region out in our own memory with lull_ring_create_in(),
@@ -89,6 +94,8 @@ static const struct config configs[] = {
 	{ "mpsc2", LULL_RING_MPSC, 2, true },
 	{ "mpsc4", LULL_RING_MPSC, 4, false },
 	{ "mpsc8", LULL_RING_MPSC, 8, true },
+	{ "lanes2", LULL_RING_LANES(2), 2, true },
+	{ "lanes8", LULL_RING_LANES(8), 8, false },
 };
 
 #define NR_CONFIGS (sizeof(configs) / sizeof(configs[0]))
@@ -143,6 +150,7 @@ struct producer {
 	struct lull_ring *handle; /* the handle to attach through */
 	struct lull_producer *prod;
 	unsigned char *buf;	/* payload staging for write and writev */
+	unsigned char *batch_buf; /* BATCH_MAX payloads for write_batch */
 	pthread_t thread;
 	bool started;
 
@@ -580,6 +588,95 @@ static bool send_record(struct producer *p, uint64_t seq)
 	return true;
 }
 
+/*
+ * Send records @seq, @seq + 1, ... as one batch: a write_batch, or a
+ * claim_batch filled and committed (or first aborted whole, then claimed
+ * again: an aborted batch that reached the consumer would show as
+ * duplicates).  As many as fit the bound on a batch, up to BATCH_MAX and
+ * the quota.  Returns how many were sent, 0 on failure.
+ */
+static unsigned send_batch(struct producer *p, uint64_t seq)
+{
+	struct run *run = p->run;
+	const struct topo *ops = run->ops;
+	bool spsc = ops == &topo_spsc;
+	struct lull_record recs[BATCH_MAX];
+	struct lull_claim claims[BATCH_MAX];
+	size_t bound = run->opt->capacity - (run->max_payload + 8);
+	size_t total = 0, maxlen = 0, size;
+	unsigned n = 0, want = 1 + (unsigned)rng_range(&p->rng, 0,
+						       BATCH_MAX - 1);
+	bool by_claim = rng_next(&p->rng) & 1, abort_first;
+	int ret;
+
+	while (n < want && seq + n < p->quota) {
+		uint64_t key = record_key(p, seq + n);
+		size_t len = record_len(key, run->max_len);
+		unsigned char *at = p->batch_buf + (size_t)n * run->max_len;
+
+		size = (8 + len + 7) & ~(size_t)7;
+		if (total + size > bound)
+			break;
+		total += size;
+		if (len > maxlen)
+			maxlen = len;
+		recs[n].data = at;
+		recs[n].len = (uint32_t)len;
+		recs[n].type = (int32_t)p->id + 1;
+		claims[n].len = recs[n].len;
+		claims[n].type = recs[n].type;
+		if (!by_claim)
+			payload_fill(at, p->id, seq + n, key, len);
+		n++;
+	}
+	if (!n)
+		return send_record(p, seq) ? 1 : 0;
+	abort_first = by_claim && (rng_next(&p->rng) & 3) == 0;
+	for (;;) {
+		if (by_claim)
+			ret = spsc ? lull_spsc_claim_batch(p->prod, claims, n)
+				   : lull_mpsc_claim_batch(p->prod, claims, n);
+		else
+			ret = spsc ? lull_spsc_write_batch(p->prod, recs, n)
+				   : lull_mpsc_write_batch(p->prod, recs, n);
+		if (ret == 0 && by_claim) {
+			set_doing(p, DOING_CLAIM);
+			for (unsigned i = 0; i < n; i++)
+				payload_fill(claims[i].data, p->id, seq + i,
+					     record_key(p, seq + i),
+					     claims[i].len);
+			if (abort_first) {
+				abort_first = false;
+				ret = ops->abort(p->prod);
+				set_doing(p, DOING_SEND);
+				atomic_fetch_add_explicit(
+					&p->aborts, 1, memory_order_relaxed);
+				if (ret == 0)
+					continue;
+			} else {
+				ret = ops->commit(p->prod);
+				set_doing(p, DOING_SEND);
+			}
+		}
+		if (ret != -EAGAIN)
+			break;
+		atomic_fetch_add_explicit(&p->full, 1, memory_order_relaxed);
+		if (stopped(run))
+			return 0;
+		if (rng_next(&p->rng) & 1)
+			sched_yield();
+		else if (!wait_for_room(p, maxlen))
+			return 0;
+	}
+	if (ret) {
+		fail(run, "producer %u seq %" PRIu64 ": batch of %u (%zu "
+		     "bytes) by %s: %s (%d)", p->id, seq, n, total,
+		     by_claim ? "claim" : "write", lull_strerror(ret), ret);
+		return 0;
+	}
+	return n;
+}
+
 static void *producer_main(void *arg)
 {
 	struct producer *p = arg;
@@ -604,10 +701,20 @@ static void *producer_main(void *arg)
 
 	for (seq = 0; seq < p->quota && !stopped(run); seq++) {
 		uint64_t key = record_key(p, seq);
+		unsigned sent;
 
 		if ((rng_next(&p->rng) & 63) == 0 &&
 		    !try_abort(p, seq, key, record_len(key, run->max_len)))
 			break;
+		if ((rng_next(&p->rng) & 7) == 0) {
+			sent = send_batch(p, seq);
+			if (!sent)
+				break;
+			for (unsigned i = 0; i < sent; i++)
+				ledger_sent(&run->ledger, p->id, seq + i);
+			seq += sent - 1;
+			continue;
+		}
 		if (!send_record(p, seq))
 			break;
 		ledger_sent(&run->ledger, p->id, seq);
@@ -1104,7 +1211,7 @@ static bool ring_setup(struct run *run)
 	int ret;
 
 	if (cfg->in_place) {
-		size = lull_ring_region_size(cap);
+		size = lull_ring_region_size_for(cap, cfg->topology);
 		if (size < 0) {
 			fail(run, "lull_ring_region_size(%zu): %s (%zd)", cap,
 			     lull_strerror((int)size), size);
@@ -1267,7 +1374,9 @@ static bool run_config(const struct config *cfg, const struct options *opt,
 			struct producer *p = &run->prod[i];
 
 			p->buf = malloc(run->max_len ? run->max_len : 1);
-			if (!p->buf)
+			p->batch_buf = malloc(BATCH_MAX *
+					      (run->max_len ? run->max_len : 1));
+			if (!p->buf || !p->batch_buf)
 				die("malloc", ENOMEM);
 			ret = pthread_create(&p->thread, NULL, producer_main,
 					     p);
@@ -1301,6 +1410,7 @@ static bool run_config(const struct config *cfg, const struct options *opt,
 		slow_waits += atomic_load_explicit(&run->prod[i].slow_waits,
 						   memory_order_relaxed);
 		free(run->prod[i].buf);
+		free(run->prod[i].batch_buf);
 	}
 	/*
 	 * More than one slow wait: a lost room wake-up (one alone may be a
