@@ -116,12 +116,19 @@ struct lull_producer {
 };
 
 /*
- * Consumer: is there something to hand out right now: a committed record,
- * or after a shutdown the fatal or poison record, or -EPIPE?  A query: it
- * changes nothing (the shutdown steps it foresees are taken by the read
- * that follows).
+ * Consumer: is there something to do right now: a committed record to
+ * hand out, padding to skip, or after a shutdown the fatal or poison
+ * record, or -EPIPE?  A query: it changes nothing (the shutdown steps it
+ * foresees are taken by the read that follows).
  */
 bool lull__ring_readable(const struct lull_ring *ring);
+
+/*
+ * Consumer: consume the padding at the head of each lane, as a read
+ * would before its first record, so that the room an abort left is free
+ * for producers.  Nothing is handed out.
+ */
+void lull__ring_skip_padding(struct lull_ring *ring);
 
 /* Consumer: is this ring past its poison (or closed by its consumer)? */
 static inline bool lull__ring_done(const struct lull_ring *ring)

@@ -538,6 +538,27 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 	return 0;
 }
 
+void lull__ring_skip_padding(struct lull_ring *ring)
+{
+	bool discarding = closure_discarding(ring);
+	struct lull_cursor *cur;
+	struct lull_record rec;
+	uint64_t end;
+	int found;
+
+	if (ring->peeked)
+		return; /* its release moves the head */
+	for (uint32_t i = 0; i < ring->lanes; i++) {
+		cur = &ring->cursor[i];
+		if (!lane_open_to(ring, cur, discarding))
+			continue;
+		end = cur->head;
+		found = next_record(ring, cur, cur->head, &rec, &end);
+		if (found == NEXT_NONE || found == NEXT_CLAIMED)
+			advance_head(ring, cur, end);
+	}
+}
+
 /*
  * A query, unlike next_any(): what a read would find, without taking any
  * shutdown step (no seal, no head published), so that the park's re-check
@@ -559,9 +580,17 @@ bool lull__ring_readable(const struct lull_ring *ring)
 		cur = &ring->cursor[i];
 		if (!lane_open_to(ring, cur, discarding))
 			continue;
+		end = cur->head;
 		found = next_record(ring, cur, cur->head, &rec, &end);
 		if (found == NEXT_RECORD || found < 0)
 			return true; /* a record, or a corrupt one: -EPROTO */
+		/*
+		 * Padding to skip is work too: an aborted batch's padding may
+		 * hold the room a producer waits for, and only the consumer
+		 * frees it (lull__ring_skip_padding(), or a read).
+		 */
+		if (end != cur->head)
+			return true;
 	}
 	if (ring->closing >= LULL_CLOSING_FATAL)
 		return true; /* fatal, poison, or -EPIPE */

@@ -66,6 +66,8 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		return -EBUSY;
 	if (lull__ring_done(ring))
 		return -EPIPE;
+	/* Padding is no reason to return: skip it here, freeing its room. */
+	lull__ring_skip_padding(ring);
 	if (lull__ring_readable(ring))
 		return 0;
 	if (timeout_ns == 0)
@@ -116,7 +118,11 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		if (ret < 0)
 			return (int)ret;
 		if (!ret) {
-			/* A record came while we announced: a stream. */
+			/* Work came while we announced: a record (a stream),
+			 * or only padding to skip (then park again). */
+			lull__ring_skip_padding(ring);
+			if (!lull__ring_readable(ring))
+				continue;
 			ring->streaming = true;
 			return 0;
 		}
@@ -129,6 +135,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 					       slice);
 		timed_out = ret == -ETIMEDOUT;
 		lull__park_finish(ring, timed_out && safety_slice);
+		lull__ring_skip_padding(ring);
 		if (lull__ring_readable(ring))
 			return 0;
 		/* Woken with nothing to read (a stale wake, EINTR): again. */

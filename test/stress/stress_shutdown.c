@@ -43,7 +43,7 @@
  * the park cycles (the rings' parks counters) and the lost wake-ups: 0 in
  * a run that ends at all, since a lost one ends it in the watchdog.
  *
- * Rounds are grouped by topology and consumer (16 groups).  Output: a
+ * Rounds are grouped by topology and consumer (24 groups).  Output: a
  * header, a line per failed round, a line per group, one summary line, a
  * line per backend, and last "N passed, M failed" over the groups.  Exit
  * status 0 only when every group passed.
@@ -91,6 +91,7 @@
 #define MAX_TRIES 4096u
 #define STAMP_SIZE 16u
 #define MAX_PAYLOAD 200u
+#define BATCH_MAX 8u
 #define URING_TAG 0x5354u
 #define GOLDEN 0x9e3779b97f4a7c15ull
 
@@ -249,6 +250,16 @@ struct options {
 
 static bool mode_supported[MODES];
 
+/* The topologies, in the order of the groups. */
+static const char *const topology_names[] = { "spsc", "mpsc", "lanes" };
+
+static unsigned topology_index(unsigned topology)
+{
+	return topology == LULL_RING_SPSC ? 0 : topology == LULL_RING_MPSC
+							? 1
+							: 2;
+}
+
 static void describe(struct round_cfg *c)
 {
 	size_t n;
@@ -257,7 +268,7 @@ static void describe(struct round_cfg *c)
 		c->text, sizeof(c->text),
 		"%s cap %zu, consumer %s, %s%s%s after %u records%s; "
 		"producers:",
-		c->topology == LULL_RING_SPSC ? "spsc" : "mpsc", c->capacity,
+		topology_names[topology_index(c->topology)], c->capacity,
 		mode_names[c->mode], trigger_names[c->trigger],
 		c->trigger == TRIG_LAST_DETACH || c->trigger == TRIG_CANCEL
 			? ""
@@ -291,17 +302,28 @@ static void round_config(const struct options *opt, uint32_t round,
 			 struct round_cfg *c)
 {
 	uint64_t s = opt->seed ^ (uint64_t)round * GOLDEN;
-	bool mpsc;
 	int tries;
 
 	memset(c, 0, sizeof(*c));
 	c->round = round;
 	c->seed = s;
 	rnd_next(&s);
-	mpsc = round % 2 == 1;
-	c->topology = mpsc ? LULL_RING_MPSC : LULL_RING_SPSC;
 	c->capacity = (size_t)256 << rnd_below(&s, 9);
-	c->nprod = mpsc ? 1 + rnd_below(&s, MAX_PRODUCERS) : 1;
+	/* SPSC, MPSC and LANES in turn; LANES with a lane per producer. */
+	switch (round % 3) {
+	case 0:
+		c->topology = LULL_RING_SPSC;
+		c->nprod = 1;
+		break;
+	case 1:
+		c->topology = LULL_RING_MPSC;
+		c->nprod = 1 + rnd_below(&s, MAX_PRODUCERS);
+		break;
+	default:
+		c->nprod = 1 + rnd_below(&s, MAX_PRODUCERS);
+		c->topology = LULL_RING_LANES(c->nprod);
+		break;
+	}
 	for (tries = 0;; tries++) {
 		c->mode = (enum mode)rnd_below(&s, MODES);
 		if (opt->modes[c->mode] && mode_supported[c->mode])
@@ -453,6 +475,8 @@ struct producer {
 	struct lull_producer *prod;
 	int attach_ret;
 	uint8_t outcome[MAX_TRIES];
+	/* 1: record seq is not the last of the batch it was sent in */
+	uint8_t batch_more[MAX_TRIES];
 	uint32_t tries;
 	char error[160];
 	/* Read by other threads: atomics. */
@@ -699,6 +723,101 @@ static int send_one(struct producer *p, const struct topo *ops, uint32_t seq,
 	return ret;
 }
 
+/*
+ * Send records @seq .. @seq + *countp - 1 as one batch (fewer when they
+ * would not fit a batch): a write_batch, or a claim_batch that is filled,
+ * sometimes held across a cancellation point, and committed or aborted
+ * whole.  Sets every outcome the same, and *countp to how many records the
+ * batch held.  Returns as send_one().
+ */
+static int send_batch(struct producer *p, const struct topo *ops,
+		      uint32_t seq, uint32_t *countp, uint64_t *rng)
+{
+	struct round *r = p->r;
+	uint8_t bufs[BATCH_MAX][MAX_PAYLOAD];
+	struct lull_record recs[BATCH_MAX];
+	struct lull_claim claims[BATCH_MAX];
+	bool spsc = ops == &topo_spsc, by_claim = rnd_chance(rng, 2);
+	uint32_t n = 0, total = 0, bound, len, outcome;
+	int32_t type = (int32_t)(1 + p->index);
+	int ret;
+
+	/* What a batch may hold: the capacity less the largest record. */
+	bound = (uint32_t)(r->cfg->capacity - r->cfg->capacity / 8);
+	while (n < *countp) {
+		len = STAMP_SIZE +
+		      rnd_below(rng, payload_max(r) - STAMP_SIZE + 1);
+		if (total + ((8 + len + 7) & ~7u) > bound)
+			break;
+		total += (8 + len + 7) & ~7u;
+		record_fill(bufs[n], seq + n, p->index, len);
+		recs[n] = (struct lull_record){ bufs[n], len, type };
+		claims[n] = (struct lull_claim){ NULL, len, type };
+		n++;
+	}
+	if (n < 2) {
+		*countp = 1;
+		return send_one(p, ops, seq, rng);
+	}
+	*countp = n;
+	for (uint32_t i = 0; i < n; i++) {
+		p->outcome[seq + i] = OUT_INFLIGHT;
+		p->batch_more[seq + i] = i + 1 < n;
+	}
+	if (!by_claim) {
+		ret = spsc ? lull_spsc_write_batch(p->prod, recs, n)
+			   : lull_mpsc_write_batch(p->prod, recs, n);
+	} else {
+		ret = spsc ? lull_spsc_claim_batch(p->prod, claims, n)
+			   : lull_mpsc_claim_batch(p->prod, claims, n);
+		if (ret == 0) {
+			for (uint32_t i = 0; i < n; i++) {
+				memcpy(claims[i].data, bufs[i], claims[i].len);
+				p->outcome[seq + i] = OUT_CLAIMED;
+			}
+			atomic_store_explicit(&p->doing, DOING_CLAIM,
+					      memory_order_relaxed);
+			maybe_cancel_point(p, rng);
+			if (rnd_chance(rng, 3))
+				sched_yield();
+			for (uint32_t i = 0; i < n; i++)
+				p->outcome[seq + i] = OUT_INFLIGHT;
+			if (rnd_chance(rng, 5)) {
+				ret = ops->abort(p->prod);
+				outcome = OUT_ABORTED;
+			} else {
+				ret = ops->commit(p->prod);
+				outcome = OUT_OK;
+			}
+			atomic_store_explicit(&p->doing, DOING_SEND,
+					      memory_order_relaxed);
+			if (ret != 0) {
+				producer_fail(p, "batch commit/abort at %u: %d",
+					      seq, ret);
+				return ret;
+			}
+			for (uint32_t i = 0; i < n; i++) {
+				p->outcome[seq + i] = (uint8_t)outcome;
+				/* Before the next record is sent. */
+				ledger_sent(&r->ledger, p->index, seq + i);
+				if (outcome == OUT_ABORTED)
+					ledger_drop(&r->ledger, p->index,
+						    seq + i);
+			}
+			return 0;
+		}
+	}
+	outcome = ret == 0 ? OUT_OK : ret == -EPIPE ? OUT_REFUSED : OUT_NONE;
+	for (uint32_t i = 0; i < n; i++) {
+		p->outcome[seq + i] = (uint8_t)outcome;
+		if (outcome == OUT_NONE)
+			p->batch_more[seq + i] = 0;
+		if (outcome == OUT_OK)
+			ledger_sent(&r->ledger, p->index, seq + i);
+	}
+	return ret;
+}
+
 static void *producer_main(void *arg)
 {
 	struct producer *p = arg;
@@ -707,7 +826,7 @@ static void *producer_main(void *arg)
 	const struct topo *ops =
 		r->cfg->topology == LULL_RING_SPSC ? &topo_spsc : &topo_mpsc;
 	uint64_t rng = cfg->seed;
-	uint32_t committed = 0;
+	uint32_t committed = 0, count;
 	bool acted = false;
 	int ret;
 
@@ -739,7 +858,15 @@ static void *producer_main(void *arg)
 			}
 			break;
 		}
-		ret = send_one(p, ops, p->tries, &rng);
+		count = 1;
+		if (MAX_TRIES - p->tries >= 2 && rnd_chance(&rng, 6)) {
+			count = 2 + rnd_below(&rng, BATCH_MAX - 1);
+			if (count > MAX_TRIES - p->tries)
+				count = MAX_TRIES - p->tries;
+			ret = send_batch(p, ops, p->tries, &count, &rng);
+		} else {
+			ret = send_one(p, ops, p->tries, &rng);
+		}
 		if (ret == -EAGAIN) {
 			atomic_store_explicit(&p->doing, DOING_FULL,
 					      memory_order_relaxed);
@@ -749,7 +876,7 @@ static void *producer_main(void *arg)
 		}
 		atomic_store_explicit(&p->doing, DOING_SEND,
 				      memory_order_relaxed);
-		p->tries++;
+		p->tries += count;
 		if (ret == -EPIPE)
 			break;
 		if (ret < 0) {
@@ -757,7 +884,7 @@ static void *producer_main(void *arg)
 			break;
 		}
 		if (p->outcome[p->tries - 1] == OUT_OK) {
-			committed++;
+			committed += count;
 			atomic_store_explicit(&p->committed, committed,
 					      memory_order_release);
 		}
@@ -1163,7 +1290,7 @@ static const char *const phase_names[] = {
 	"verifying",
 };
 
-#define GROUPS (2 * MODES)
+#define GROUPS (3 * MODES)
 
 struct group {
 	uint32_t rounds;  /* scheduled */
@@ -1186,12 +1313,12 @@ struct run_state {
 
 static unsigned group_of(const struct round_cfg *c)
 {
-	return (c->topology == LULL_RING_MPSC ? MODES : 0) + (unsigned)c->mode;
+	return topology_index(c->topology) * MODES + (unsigned)c->mode;
 }
 
 static void group_name(unsigned g, char *buf, size_t size)
 {
-	snprintf(buf, size, "%s/%s", g < MODES ? "spsc" : "mpsc",
+	snprintf(buf, size, "%s/%s", topology_names[g / MODES],
 		 mode_names[g % MODES]);
 }
 
@@ -1294,10 +1421,26 @@ static void verify(struct round *r)
 
 	for (unsigned i = 0; i < c->nprod; i++) {
 		struct producer *p = &r->prod[i];
+		uint32_t batch_start = 0, batch_got = 0;
 		bool gap = false;
 
 		if (p->error[0])
 			round_fail(r, "producer %u: %s", i, p->error);
+		/* A batch arrives whole or not at all, discarding included. */
+		for (uint32_t seq = 0; seq < MAX_TRIES; seq++) {
+			batch_got += r->delivered_mark[i][seq];
+			if (p->batch_more[seq])
+				continue;
+			if (batch_got && batch_got != seq - batch_start + 1)
+				round_fail(r, "producer %u: %u of the %u "
+					      "records of the batch at %u "
+					      "arrived",
+					   i, batch_got,
+					   seq - batch_start + 1,
+					   batch_start);
+			batch_start = seq + 1;
+			batch_got = 0;
+		}
 		for (uint32_t seq = 0; seq < MAX_TRIES; seq++) {
 			bool got = r->delivered_mark[i][seq];
 
