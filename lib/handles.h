@@ -25,13 +25,20 @@ struct lull_cursor {
 				batch's last: an immediate shutdown waits */
 };
 
-/* The per-process view of a region. */
+/*
+ * The per-process view of a region.  The geometry (mask, mode, lanes,
+ * flags, size, and each cursor's lane and data pointers) is read from the
+ * header once, when the handle is made and checked, and never again: a
+ * process sharing the region may rewrite the header at any time.
+ */
 struct lull_ring {
 	struct lull_region *region;
 	uint64_t mask; /* of each lane's data area */
 	uint32_t mode;
 	uint32_t lanes;
 	uint32_t max_record; /* header + largest payload */
+	uint32_t flags;      /* LULL_REGION_*, as the region was opened */
+	uint64_t region_size;
 	bool owns_region;
 	bool is_consumer;
 	/* Producers attached through this handle, for lull_ring_destroy(). */
@@ -129,11 +136,13 @@ static inline bool lull__ring_done(const struct lull_ring *ring)
 }
 
 /*
- * Shut a region down; @how is LULL_SHUTDOWN_*, @extra more state bits to
- * set with it.  Returns the state before.  Any thread, signal-safe.
+ * Shut a region down; @mode is its topology as a handle checked it (the
+ * header's word may say anything), @how LULL_SHUTDOWN_*, @extra more
+ * state bits to set with it.  Returns the state before.  Any thread,
+ * signal-safe.
  */
-uint32_t lull__shutdown(struct lull_region *region, unsigned how,
-			uint32_t extra);
+uint32_t lull__shutdown(struct lull_region *region, uint32_t mode,
+			unsigned how, uint32_t extra);
 
 /* The region's state word, for producers' fast checks. */
 static inline uint32_t lull__state(const struct lull_region *region)

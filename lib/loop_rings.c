@@ -15,8 +15,7 @@ static void recompute_asym(struct lull_loop *loop)
 {
 	loop->any_asym = false;
 	for (unsigned i = 0; i < loop->nrings; i++)
-		if (loop->rings[i]->ring->region->flags &
-		    LULL_REGION_ASYM_BARRIER)
+		if (loop->rings[i]->ring->flags & LULL_REGION_ASYM_BARRIER)
 			loop->any_asym = true;
 }
 

@@ -98,9 +98,11 @@ void lull__space_wake(struct lull_region *region);
  * In an asymmetric region the producer's barrier is membarrier(2), so
  * this one is the compiler's only.
  */
-static inline void lull__space_notify(struct lull_region *region)
+static inline void lull__space_notify(const struct lull_ring *ring)
 {
-	if (region->flags & LULL_REGION_ASYM_BARRIER)
+	struct lull_region *region = ring->region;
+
+	if (ring->flags & LULL_REGION_ASYM_BARRIER)
 		atomic_signal_fence(memory_order_seq_cst);
 	else
 		atomic_thread_fence(memory_order_seq_cst);
@@ -125,8 +127,7 @@ int lull__barrier_heavy(bool asym);
  */
 static inline int lull__park_barrier(const struct lull_ring *ring)
 {
-	return lull__barrier_heavy(ring->region->flags &
-				   LULL_REGION_ASYM_BARRIER);
+	return lull__barrier_heavy(ring->flags & LULL_REGION_ASYM_BARRIER);
 }
 
 /*

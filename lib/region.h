@@ -197,20 +197,17 @@ static_assert(offsetof(struct lull_region, space_waiters) == 832,
 static_assert(sizeof(struct lull_region) <= LULL_REGION_LANES_OFFSET,
 	      "region header overlaps the lanes");
 
-/* The lanes of a region, and where lane @i's records are. */
+/*
+ * The lanes of a region.  Lane @i's records are at data_offset + @i *
+ * capacity: a handle computes that once, from the header it checked
+ * (ring_setup.c), and never reads those fields again.
+ */
 static inline struct lull_lane *lull__lane(struct lull_region *region,
 					   uint32_t i)
 {
 	return (struct lull_lane *)((unsigned char *)region +
 				    LULL_REGION_LANES_OFFSET) +
 	       i;
-}
-
-static inline unsigned char *lull__lane_data(struct lull_region *region,
-					     uint32_t i)
-{
-	return (unsigned char *)region + region->data_offset +
-	       (uint64_t)i * region->capacity;
 }
 
 /*

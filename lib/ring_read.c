@@ -116,7 +116,7 @@ static inline void head_publish(struct lull_ring *ring, struct lull_cursor *cur,
 	 * producer reuses the space.
 	 */
 	atomic_store_explicit(&cur->lane->head, to, memory_order_release);
-	lull__space_notify(ring->region);
+	lull__space_notify(ring);
 }
 
 /* Consume everything of a lane from its head to @to. */
@@ -594,7 +594,7 @@ LULL_EXPORT int lull_ring_close(struct lull_ring *ring)
 	if (ret < 0)
 		return ret;
 	ring->closing = LULL_CLOSING_DONE;
-	lull__shutdown(ring->region, LULL_SHUTDOWN_IMMEDIATE,
+	lull__shutdown(ring->region, ring->mode, LULL_SHUTDOWN_IMMEDIATE,
 		       LULL_STATE_SEALED);
 	return 0;
 }

@@ -86,7 +86,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 	sched_yield();
 	if (lull__ring_readable(ring))
 		return 0;
-	how = ring->region->flags & LULL_REGION_PRIVATE
+	how = ring->flags & LULL_REGION_PRIVATE
 		      ? LULL_PARK_FUTEX_PRIVATE
 		      : LULL_PARK_FUTEX;
 	for (;;) {

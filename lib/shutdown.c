@@ -14,8 +14,8 @@
 
 #include "park.h"
 
-uint32_t lull__shutdown(struct lull_region *region, unsigned how,
-			uint32_t extra)
+uint32_t lull__shutdown(struct lull_region *region, uint32_t mode,
+			unsigned how, uint32_t extra)
 {
 	uint32_t bits = LULL_STATE_CLOSED | extra, old, seen;
 
@@ -26,7 +26,7 @@ uint32_t lull__shutdown(struct lull_region *region, unsigned how,
 	 * consumer saw the state (it acquires the state, then reads the final
 	 * tail).  seq_cst on both RMWs keeps them in this order for everyone.
 	 */
-	if (region->mode == LULL_RING_MPSC)
+	if (mode == LULL_RING_MPSC)
 		atomic_fetch_or_explicit(&lull__lane(region, 0)->tail,
 					 LULL_TAIL_CLOSED,
 					 memory_order_seq_cst);
@@ -54,7 +54,7 @@ LULL_EXPORT int lull_ring_shutdown(struct lull_ring *ring, unsigned how)
 {
 	if (!ring || how > LULL_SHUTDOWN_IMMEDIATE)
 		return -EINVAL;
-	lull__shutdown(ring->region, how, 0);
+	lull__shutdown(ring->region, ring->mode, how, 0);
 	return 0;
 }
 
@@ -83,7 +83,8 @@ LULL_EXPORT int lull_ring_fatal(struct lull_ring *ring, int32_t code,
 	region->fatal.code = code;
 	/* The fields above are published by the release half of the seq_cst
 	 * RMW of state in lull__shutdown(), which the consumer acquires. */
-	old = lull__shutdown(region, LULL_SHUTDOWN_GRACEFUL, LULL_STATE_FATAL);
+	old = lull__shutdown(region, ring->mode, LULL_SHUTDOWN_GRACEFUL,
+			     LULL_STATE_FATAL);
 	/* Sealed: the consumer had already chosen the poison. */
 	return old & LULL_STATE_SEALED ? -EPIPE : 0;
 }
