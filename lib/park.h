@@ -51,6 +51,13 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 		       int32_t pid);
 
 /*
+ * The consumer wakes its own park (@seen), armed on an io_uring: a futex
+ * wake, or a write to the handle's own eventfd, never to the region's
+ * wake_fd.
+ */
+void lull__wake_own(struct lull_ring *ring, uint32_t seen);
+
+/*
  * The producer's side of the park barrier (and of the SPSC busy
  * handshake): a compiler barrier where the consumer uses membarrier(2)
  * (@asym, LULL_REGION_ASYM_BARRIER), a seq_cst fence where it fences too.

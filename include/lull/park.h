@@ -118,6 +118,12 @@ struct lull_ring_stats {
 	uint64_t claim_waits;    /* MPSC: reads that stopped at a record
 				    claimed but not yet committed, waiting
 				    behind its producer */
+	uint64_t corruptions;    /* 0, or 1 once this consumer handle found
+				    the region corrupt (what no producer
+				    writes: the read's -EPROTO); counted in
+				    the handle, where no process sharing
+				    the region can change it, so 0 on any
+				    other handle */
 };
 
 /*
