@@ -114,7 +114,9 @@ struct lull_region {
 	 *             word of the futex backends
 	 *   wake_fd   the eventfd to write for LULL_PARK_EVENTFD, valid in
 	 *             process wake_pid; -1 when none
-	 *   wakers    producers between reading wake_fd and writing to it
+	 *   wakers    unused: the producers between reading wake_fd and
+	 *             writing to it are counted in their process (wake.c),
+	 *             where no other process can hold the count up
 	 *   wakes     wake-up system calls made
 	 */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t park;

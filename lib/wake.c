@@ -29,6 +29,18 @@ void lull__space_wake(struct lull_region *region)
 	lull__futex_wake(&region->space_seq, INT_MAX);
 }
 
+/*
+ * Wake-ups in flight in this process that write an eventfd: between
+ * reading wake_fd and writing to it.  A consumer withdrawing its eventfd
+ * waits for none to be left before closing it (lull__wake_fd_set()).
+ * Only producers of the consumer's own process write the eventfd (see
+ * lull__wake_region()), so a count in the process sees all of them; one
+ * in the region, as layout version 3 first had (wakers), could be held
+ * up by any process sharing the region, and the consumer with it, for
+ * good.
+ */
+static _Atomic uint32_t eventfd_writers;
+
 /* The wake claim: exactly one waker moves the park word from @seen. */
 static bool wake_claim(struct lull_region *region, uint32_t seen)
 {
@@ -96,19 +108,19 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 	} else {
 		/*
 		 * seq_cst, with the consumer's seq_cst store of wake_fd and
-		 * load of wakers in lull__wake_fd_set(): either the consumer
-		 * sees us here and waits before closing the eventfd, or we see
-		 * its -1 and write nothing.
+		 * load of eventfd_writers in lull__wake_fd_set(): either the
+		 * consumer sees us here and waits before closing the eventfd,
+		 * or we see its -1 and write nothing.
 		 */
-		atomic_fetch_add_explicit(&region->wakers, 1,
+		atomic_fetch_add_explicit(&eventfd_writers, 1,
 					  memory_order_seq_cst);
 		fd = atomic_load_explicit(&region->wake_fd,
 					  memory_order_seq_cst);
 		if (fd >= 0)
 			eventfd_write(fd);
-		/* Pairs with the seq_cst load of wakers in
-		 * lull__wake_fd_set(): the write is over before the close. */
-		atomic_fetch_sub_explicit(&region->wakers, 1,
+		/* Pairs with the seq_cst load in lull__wake_fd_set(): the
+		 * write is over before the close. */
+		atomic_fetch_sub_explicit(&eventfd_writers, 1,
 					  memory_order_release);
 	}
 	atomic_fetch_add_explicit(&region->wakes, 1, memory_order_relaxed);
@@ -148,7 +160,7 @@ void lull__wake_fd_set(struct lull_region *region, int fd)
 	 * writing to it.  Wake-ups are one system call long, so waiting for
 	 * them is short; after this the caller may close the eventfd.
 	 */
-	while (atomic_load_explicit(&region->wakers, memory_order_seq_cst))
+	while (atomic_load_explicit(&eventfd_writers, memory_order_seq_cst))
 		sched_yield();
 }
 
