@@ -155,9 +155,15 @@ run "perf peers" sh perf/check-peers.sh "B=$B"
 if [ "$scope" = check ]; then
 	run "audio server" bash test/audio/run.sh "$B/examples/audio-server" \
 		"$B/examples/audio-loadgen" "$B/examples/audio-server-asan"
+	# The consumer of a region any process may write (its read, peek
+	# and wait paths, and open) under libFuzzer, from the corpus in
+	# test/fuzz/corpus, REGION_FUZZ_SECONDS each, side by side.
+	run "fuzz region (libFuzzer)" sh scripts/fuzz.sh \
+		"${REGION_FUZZ_SECONDS:-30}" region_read region_open
 	# The audio example's HTTP reader and speech request under
 	# libFuzzer, from the seed corpus, FUZZ_SECONDS each, side by side.
-	run "fuzz (libFuzzer)" sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+	run "fuzz (libFuzzer)" sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}" \
+		http_reader speech_request
 fi
 
 printf '\n%s took %d s\n' "$scope" $(($(date +%s) - began))
