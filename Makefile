@@ -2,7 +2,8 @@
 #
 # make            the libraries, lull.pc and the examples, under build/
 # make test       install what the tests need, then run the library's suites
-# make check      make test, plus the examples' integration tests and fuzzers
+# make check      make test, plus the examples' integration tests and the
+#                 fuzzers (the hostile region's and the examples')
 # make demo       install what the demo needs, then a 1 ms poll against
 #                 lull parked: latency and idle cost (about 35 s)
 # make tour       the same packages, then examples/ring_tour
@@ -177,6 +178,35 @@ check: deps-check
 	$(Q)$(MAKE) --no-print-directory $(BUILD_JOBS) test-build check-build
 	$(Q)sh scripts/run-tests.sh check
 
+# --- fuzzers: the consumer of a region anyone may write, under libFuzzer --
+# make fuzz            every libFuzzer target (these two and the audio
+#                      example's, audio.mk) for FUZZ_SECONDS each (default 60)
+#                      from its seed corpus; make check runs them for
+#                      REGION_FUZZ_SECONDS (30) and FUZZ_SECONDS
+# make fuzz FUZZ_SECONDS=3600   a long run; new inputs go to $(B)/fuzz/corpus
+# The library is compiled into each target with the fuzzer's coverage, as
+# clang must: $(B)/fuzz/lib.
+FUZZ_CC ?= clang
+FUZZ_SAN := address,undefined
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,$(FUZZ_SAN) \
+	-fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_SECONDS ?= 60
+REGION_FUZZ_SECONDS ?= 30
+FUZZ_LIB_OBJ := $(LIB_SRC:lib/%.c=$(B)/fuzz/lib/%.o)
+REGION_FUZZ_BIN := $(B)/fuzz/fuzz_region_read $(B)/fuzz/fuzz_region_open
+
+$(B)/fuzz/lib/%.o: lib/%.c
+	@mkdir -p $(@D)
+	$(call say,FUZZCC,$@) $(FUZZ_CC) $(CFLAGS) $(DEP_CFLAGS) -O1 \
+		-fsanitize=fuzzer-no-link,$(FUZZ_SAN) -fno-sanitize-recover=all \
+		-fno-omit-frame-pointer -c $< -o $@
+
+$(B)/fuzz/fuzz_region_%: test/fuzz/fuzz_region_%.c test/fuzz/region_check.h \
+	$(FUZZ_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(call say,FUZZCC,$@) $(FUZZ_CC) $(CFLAGS) $(DEP_CFLAGS) $(FUZZ_FLAGS) \
+		-Ilib $< $(FUZZ_LIB_OBJ) -o $@ $(LDLIBS_LULL)
+
 # --- examples, demo, perf ------------------------------------------------
 $(B)/examples/%: examples/%.c $(STLIB)
 	@mkdir -p $(@D)
@@ -321,7 +351,14 @@ clean:
 # The streaming text-to-speech example: its own rules and targets.
 -include examples/audio-server/audio.mk
 # make check also runs the audio example's integration test and fuzzers.
-check-build: $(AUDIO_BIN) $(AUDIO_LOADGEN) $(AUDIO_ASAN_BIN) $(FUZZ_BIN)
+check-build: $(AUDIO_BIN) $(AUDIO_LOADGEN) $(AUDIO_ASAN_BIN) $(FUZZ_BIN) \
+	$(REGION_FUZZ_BIN)
+
+# Every fuzzer, side by side (scripts/fuzz.sh).
+.PHONY: fuzz
+fuzz: deps-check
+	$(Q)$(MAKE) --no-print-directory $(FUZZ_BIN) $(REGION_FUZZ_BIN)
+	$(Q)sh scripts/fuzz.sh $(FUZZ_SECONDS)
 
 .SECONDARY:
 

@@ -25,13 +25,20 @@ struct lull_cursor {
 				batch's last: an immediate shutdown waits */
 };
 
-/* The per-process view of a region. */
+/*
+ * The per-process view of a region.  The geometry (mask, mode, lanes,
+ * flags, size, and each cursor's lane and data pointers) is read from the
+ * header once, when the handle is made and checked, and never again: a
+ * process sharing the region may rewrite the header at any time.
+ */
 struct lull_ring {
 	struct lull_region *region;
 	uint64_t mask; /* of each lane's data area */
 	uint32_t mode;
 	uint32_t lanes;
 	uint32_t max_record; /* header + largest payload */
+	uint32_t flags;      /* LULL_REGION_*, as the region was opened */
+	uint64_t region_size;
 	bool owns_region;
 	bool is_consumer;
 	/* Producers attached through this handle, for lull_ring_destroy(). */
@@ -55,6 +62,12 @@ struct lull_ring {
 	bool peeked_closure; /* the peeked record is the fatal or poison */
 	uint64_t peek_end;   /* where release moves the head */
 	struct lull_record peek_rec; /* what the peek handed out */
+	/* The fatal report as the region held it at the seal, checked: the
+	 * fatal record points here, never into the region. */
+	struct lull_fatal fatal;
+	/* Corruptions found in the region: 0 or 1 (lull_ring_stats); any
+	 * thread may read it. */
+	_Atomic uint64_t corruptions;
 
 	/* Consumer-side park state (park.c, park_uring.c). */
 	uint64_t spin_ns;     /* or LULL_PARK_SPIN_ADAPTIVE */
@@ -78,13 +91,19 @@ struct lull_ring {
 	struct lull_cursor cursor[];
 };
 
-/* The consumer's view of a shutdown, in order. */
-#define LULL_CLOSING_OPEN 0   /* not closed, as far as it has seen */
-#define LULL_CLOSING_DRAIN 1  /* closed; records up to each lane's
-				 final_tail remain */
-#define LULL_CLOSING_FATAL 2  /* the fatal record is next */
-#define LULL_CLOSING_POISON 3 /* the poison record is next */
-#define LULL_CLOSING_DONE 4   /* poison consumed (or closed by us): -EPIPE */
+/*
+ * The consumer's view of a shutdown, in order.  From CORRUPT on nothing
+ * of the region's data is read any more.
+ */
+#define LULL_CLOSING_OPEN 0    /* not closed, as far as it has seen */
+#define LULL_CLOSING_DRAIN 1   /* closed; records up to each lane's
+				  final_tail remain */
+#define LULL_CLOSING_CORRUPT 2 /* the region is corrupt: -EPROTO is next
+				  (the read that found it handed out
+				  records before it), then the poison */
+#define LULL_CLOSING_FATAL 3   /* the fatal record is next */
+#define LULL_CLOSING_POISON 4  /* the poison record is next */
+#define LULL_CLOSING_DONE 5    /* poison consumed (or closed by us): -EPIPE */
 
 /* One producer's private state, allocated on its own lines. */
 struct lull_producer {
@@ -137,11 +156,23 @@ static inline bool lull__ring_done(const struct lull_ring *ring)
 }
 
 /*
- * Shut a region down; @how is LULL_SHUTDOWN_*, @extra more state bits to
- * set with it.  Returns the state before.  Any thread, signal-safe.
+ * Shut a region down; @mode is its topology as a handle checked it (the
+ * header's word may say anything), @how LULL_SHUTDOWN_*, @extra more
+ * state bits to set with it.  Returns the state before.  Any thread,
+ * signal-safe.
  */
-uint32_t lull__shutdown(struct lull_region *region, unsigned how,
-			uint32_t extra);
+uint32_t lull__shutdown(struct lull_region *region, uint32_t mode,
+			unsigned how, uint32_t extra);
+
+/*
+ * The same, by the consumer on its own thread (lull_ring_close(), a
+ * corrupt region): it wakes producers waiting for room, and a park of
+ * its own still armed on an io_uring through its own eventfd, never
+ * through the region's wake_fd, which anyone sharing the region may
+ * point at any descriptor of this process.
+ */
+void lull__shutdown_by_consumer(struct lull_ring *ring, unsigned how,
+				uint32_t extra);
 
 /* The region's state word, for producers' fast checks. */
 static inline uint32_t lull__state(const struct lull_region *region)

@@ -261,7 +261,8 @@ void lull__loop_signal(struct lull_loop *loop, int signo);
 /*
  * One batch from every ring.  Returns 1 when some ring may hold more, so
  * the loop should not park yet, 0 when none does, or a ring's read error
- * (-EPROTO: its region is corrupt), which ends the run.
+ * other than the end of a corrupt one (which delivers its poison and
+ * detaches like any other), which ends the run.
  */
 int lull__loop_drain(struct lull_loop *loop);
 /* Shut every attached ring down, @how (LULL_SHUTDOWN_*). */

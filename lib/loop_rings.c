@@ -15,8 +15,7 @@ static void recompute_asym(struct lull_loop *loop)
 {
 	loop->any_asym = false;
 	for (unsigned i = 0; i < loop->nrings; i++)
-		if (loop->rings[i]->ring->region->flags &
-		    LULL_REGION_ASYM_BARRIER)
+		if (loop->rings[i]->ring->flags & LULL_REGION_ASYM_BARRIER)
 			loop->any_asym = true;
 }
 
@@ -123,12 +122,16 @@ int lull__loop_drain(struct lull_loop *loop)
 			more = true;
 			if (lull_loop_detach(loop, ring) == 0)
 				continue;
-		} else if (n != -EAGAIN) {
+		} else if (n == -EPROTO) {
 			/*
-			 * A corrupt region (-EPROTO) stays readable to the
-			 * park's re-check: going on would spin at full CPU
-			 * without a word.  Report it instead.
+			 * A corrupt region: the ring is fatal, and its next
+			 * read hands the poison to its handler, then -EPIPE
+			 * detaches it, as for any shutdown.  One process
+			 * writing garbage into its ring never ends the run
+			 * for the others (lull_ring_stats() counts it).
 			 */
+			more = true;
+		} else if (n != -EAGAIN) {
 			return n;
 		}
 		i++;

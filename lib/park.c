@@ -195,5 +195,7 @@ LULL_EXPORT int lull_ring_stats(const struct lull_ring *ring,
 					      memory_order_relaxed);
 	st->claim_waits = atomic_load_explicit(&region->claim_waits,
 					       memory_order_relaxed);
+	st->corruptions = atomic_load_explicit(&ring->corruptions,
+					       memory_order_relaxed);
 	return 0;
 }

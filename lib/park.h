@@ -51,6 +51,13 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 		       int32_t pid);
 
 /*
+ * The consumer wakes its own park (@seen), armed on an io_uring: a futex
+ * wake, or a write to the handle's own eventfd, never to the region's
+ * wake_fd.
+ */
+void lull__wake_own(struct lull_ring *ring, uint32_t seen);
+
+/*
  * The producer's side of the park barrier (and of the SPSC busy
  * handshake): a compiler barrier where the consumer uses membarrier(2)
  * (@asym, LULL_REGION_ASYM_BARRIER), a seq_cst fence where it fences too.
@@ -98,9 +105,11 @@ void lull__space_wake(struct lull_region *region);
  * In an asymmetric region the producer's barrier is membarrier(2), so
  * this one is the compiler's only.
  */
-static inline void lull__space_notify(struct lull_region *region)
+static inline void lull__space_notify(const struct lull_ring *ring)
 {
-	if (region->flags & LULL_REGION_ASYM_BARRIER)
+	struct lull_region *region = ring->region;
+
+	if (ring->flags & LULL_REGION_ASYM_BARRIER)
 		atomic_signal_fence(memory_order_seq_cst);
 	else
 		atomic_thread_fence(memory_order_seq_cst);
@@ -125,8 +134,7 @@ int lull__barrier_heavy(bool asym);
  */
 static inline int lull__park_barrier(const struct lull_ring *ring)
 {
-	return lull__barrier_heavy(ring->region->flags &
-				   LULL_REGION_ASYM_BARRIER);
+	return lull__barrier_heavy(ring->flags & LULL_REGION_ASYM_BARRIER);
 }
 
 /*

@@ -75,11 +75,12 @@ static int unbind_from_thread(struct lull_producer *prod)
 /*
  * Take a lane for a producer of an SPSC or LANES ring: the first whose
  * owner word is free.  Returns its index, or -EBUSY when every lane is
- * taken.
+ * taken.  The lanes the handle counted when it checked the region, not
+ * the header's count, which anyone sharing the region may rewrite.
  */
-static int lane_take(struct lull_region *region)
+static int lane_take(const struct lull_ring *ring)
 {
-	for (uint32_t i = 0; i < region->lanes; i++) {
+	for (uint32_t i = 0; i < ring->lanes; i++) {
 		uint32_t expected = 0;
 
 		/*
@@ -88,7 +89,7 @@ static int lane_take(struct lull_region *region)
 		 * orders nothing further but keeps the pair symmetric.
 		 */
 		if (atomic_compare_exchange_strong_explicit(
-			    &lull__lane(region, i)->owner, &expected, 1,
+			    &ring->cursor[i].lane->owner, &expected, 1,
 			    memory_order_acq_rel, memory_order_relaxed))
 			return (int)i;
 	}
@@ -120,13 +121,13 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	prod->mode = ring->mode;
 
 	if (ring->mode != LULL_RING_MPSC) {
-		lane = lane_take(region);
+		lane = lane_take(ring);
 		if (lane < 0) {
 			free(prod);
 			return lane;
 		}
 	}
-	prod->lane = lull__lane(region, (uint32_t)lane);
+	prod->lane = ring->cursor[lane].lane;
 	/*
 	 * seq_cst: ordered with the state check below and with a racing
 	 * detach's decrement, as the comment there says.
@@ -157,10 +158,10 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 
 	prod->ring = ring;
 	prod->region = region;
-	prod->data = lull__lane_data(region, (uint32_t)lane);
+	prod->data = ring->cursor[lane].data;
 	prod->mask = ring->mask;
 	prod->max_record = ring->max_record;
-	prod->asym_barrier = region->flags & LULL_REGION_ASYM_BARRIER;
+	prod->asym_barrier = ring->flags & LULL_REGION_ASYM_BARRIER;
 	prod->pid = (int32_t)getpid();
 	/* Pairs with the consumer's release store of head. */
 	prod->head_cache = atomic_load_explicit(&prod->lane->head,
@@ -199,7 +200,8 @@ LULL_EXPORT int lull_producer_detach(struct lull_producer *prod)
 	 */
 	if (atomic_fetch_sub_explicit(&prod->region->producers, 1,
 				      memory_order_seq_cst) == 1)
-		lull__shutdown(prod->region, LULL_SHUTDOWN_GRACEFUL, 0);
+		lull__shutdown(prod->region, prod->mode,
+			       LULL_SHUTDOWN_GRACEFUL, 0);
 	atomic_fetch_sub_explicit(&ring->attached, 1, memory_order_relaxed);
 	free(prod);
 	return 0;

@@ -114,7 +114,9 @@ struct lull_region {
 	 *             word of the futex backends
 	 *   wake_fd   the eventfd to write for LULL_PARK_EVENTFD, valid in
 	 *             process wake_pid; -1 when none
-	 *   wakers    producers between reading wake_fd and writing to it
+	 *   wakers    unused: the producers between reading wake_fd and
+	 *             writing to it are counted in their process (wake.c),
+	 *             where no other process can hold the count up
 	 *   wakes     wake-up system calls made
 	 */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t park;
@@ -197,20 +199,17 @@ static_assert(offsetof(struct lull_region, space_waiters) == 832,
 static_assert(sizeof(struct lull_region) <= LULL_REGION_LANES_OFFSET,
 	      "region header overlaps the lanes");
 
-/* The lanes of a region, and where lane @i's records are. */
+/*
+ * The lanes of a region.  Lane @i's records are at data_offset + @i *
+ * capacity: a handle computes that once, from the header it checked
+ * (ring_setup.c), and never reads those fields again.
+ */
 static inline struct lull_lane *lull__lane(struct lull_region *region,
 					   uint32_t i)
 {
 	return (struct lull_lane *)((unsigned char *)region +
 				    LULL_REGION_LANES_OFFSET) +
 	       i;
-}
-
-static inline unsigned char *lull__lane_data(struct lull_region *region,
-					     uint32_t i)
-{
-	return (unsigned char *)region + region->data_offset +
-	       (uint64_t)i * region->capacity;
 }
 
 /*

@@ -11,6 +11,13 @@
  * line the producers write on every record; tail only marks the end for
  * a closing consumer.  A LANES ring has many lanes, taken in turn; the
  * others have one.
+ *
+ * Nothing read from the region is trusted: any process that maps it may
+ * have written anything anywhere.  Every header is checked before a
+ * record is handed out or skipped (record_size()), and so is every tail a
+ * shutdown reads; the first thing that no producer could have written
+ * makes the ring fatal (corruption_found()): -EPROTO once, then the
+ * poison record, then -EPIPE.
  */
 #include <string.h>
 
@@ -23,31 +30,69 @@
 #define NEXT_CLAIMED 2 /* MPSC: a claimed record, not committed yet */
 
 /*
- * Find the next readable record of a lane at or after @pos, skipping
+ * Where a walk of a lane from its head must stop: one lap past the head
+ * (no producer writes further ahead), or once closing the lane's final
+ * tail (nothing is published past it).
+ */
+static inline uint64_t walk_stop(const struct lull_ring *ring,
+				 const struct lull_cursor *cur)
+{
+	return ring->closing != LULL_CLOSING_OPEN ? cur->final_tail
+						  : cur->head + ring->mask + 1;
+}
+
+/*
+ * The bytes a committed record at @pos occupies, @length (its length
+ * field, LULL_LENGTH_BATCH_MORE masked off, > 0) rounded up to 8, or 0
+ * when no producer could have written this header, in a lane whose walk
+ * stops at @stop (> @pos):
+ *   - shorter than a header;
+ *   - across the end of the data area (a record there is moved to offset
+ *     0 behind a padding), or past @stop, over the records of the next
+ *     lap or past the final tail;
+ *   - a user record longer than the largest record (@max_record: header
+ *     and payload), where a padding may be anything up to the end;
+ *   - a reserved type other than padding: the fatal and poison records
+ *     come from the consumer itself, never from the data area.
+ */
+static inline uint64_t record_size(uint64_t mask, uint32_t max_record,
+				   uint64_t pos, uint64_t stop, int32_t length,
+				   int32_t type)
+{
+	uint64_t size = lull__align8((uint64_t)length);
+
+	if (unlikely(length < (int32_t)LULL_RECORD_HEADER_SIZE ||
+		     size > mask + 1 - (pos & mask) || size > stop - pos))
+		return 0;
+	if (type == LULL_TYPE_PADDING)
+		return size;
+	if (unlikely(type < 0 || (uint32_t)length > max_record))
+		return 0;
+	return size;
+}
+
+/*
+ * Find the next readable record of a lane from its head, skipping
  * padding.  Returns NEXT_RECORD and fills *rec and *endp (the position
  * after it); NEXT_NONE or NEXT_CLAIMED when nothing is readable, with
  * *endp past any padding skipped; -EPROTO for a corrupt header.
  */
 static inline __attribute__((always_inline)) int
 next_record(const struct lull_ring *ring, const struct lull_cursor *cur,
-	    uint64_t pos, struct lull_record *rec, uint64_t *endp)
+	    struct lull_record *rec, uint64_t *endp)
 {
+	const uint64_t stop = walk_stop(ring, cur);
 	struct lull_record_header *hdr;
-	int32_t length;
-	uint64_t size;
+	uint64_t pos = cur->head, size;
+	int32_t length, type;
 
-	for (;;) {
-		/*
-		 * A batch zeroes what it consumed only at its end, so a batch
-		 * that has gone a whole lap would find its own first record
-		 * again: stop there.
-		 */
-		if (unlikely(pos - cur->head > ring->mask))
-			break;
-		/* Closing: nothing is published past the final tail. */
-		if (unlikely(ring->closing != LULL_CLOSING_OPEN &&
-			     pos == cur->final_tail))
-			break;
+	/*
+	 * A batch zeroes what it consumed only at its end, so a batch that
+	 * has gone a whole lap would find its own first record again: the
+	 * walk stops there, or at the final tail, and never passes either
+	 * (record_size()).
+	 */
+	while (pos != stop) {
 		hdr = lull__header_at(cur->data, ring->mask, pos);
 		/*
 		 * Pairs with the producer's release store of a positive
@@ -62,14 +107,16 @@ next_record(const struct lull_ring *ring, const struct lull_cursor *cur,
 			return length < 0 ? NEXT_CLAIMED : NEXT_NONE;
 		}
 		length &= LULL_LENGTH_MASK;
-		size = lull__align8((uint64_t)length);
-		if (unlikely(length < (int32_t)LULL_RECORD_HEADER_SIZE ||
-			     size > ring->mask + 1 - (pos & ring->mask)))
+		/* Read once: what is checked is what is handed out. */
+		type = hdr->type;
+		size = record_size(ring->mask, ring->max_record, pos, stop,
+				   length, type);
+		if (unlikely(!size))
 			return -EPROTO; /* corrupt region */
-		if (hdr->type != LULL_TYPE_PADDING) {
+		if (type != LULL_TYPE_PADDING) {
 			rec->data = hdr + 1;
 			rec->len = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
-			rec->type = hdr->type;
+			rec->type = type;
 			*endp = pos + size;
 			return NEXT_RECORD;
 		}
@@ -116,7 +163,7 @@ static inline void head_publish(struct lull_ring *ring, struct lull_cursor *cur,
 	 * producer reuses the space.
 	 */
 	atomic_store_explicit(&cur->lane->head, to, memory_order_release);
-	lull__space_notify(ring->region);
+	lull__space_notify(ring);
 }
 
 /* Consume everything of a lane from its head to @to. */
@@ -177,31 +224,47 @@ static bool closure_settled(const struct lull_ring *ring, uint32_t state)
 	return true;
 }
 
-/* A lane's final tail, once closure_settled(). */
-static uint64_t closure_final_tail(const struct lull_ring *ring,
-				   const struct lull_cursor *cur)
+/*
+ * A lane's final tail, once closure_settled(), into *finalp.  Returns
+ * false when the tail is one no producer could have stored: not a
+ * multiple of 8 (past the MPSC flag bits), or more than a lap past the
+ * head (a producer never writes further ahead).
+ */
+static bool closure_final_tail(const struct lull_ring *ring,
+			       const struct lull_cursor *cur,
+			       uint64_t *finalp)
 {
 	uint64_t final;
 
-	if (ring->mode == LULL_RING_MPSC)
+	if (ring->mode == LULL_RING_MPSC) {
 		/*
 		 * lull__shutdown() sets the tail's bit before the state's
 		 * (seq_cst), and we acquired the state: the bit is there.
 		 */
-		return atomic_load_explicit(&cur->lane->tail,
-					    memory_order_acquire) &
-		       ~(uint64_t)LULL_TAIL_FLAGS;
+		final = atomic_load_explicit(&cur->lane->tail,
+					     memory_order_acquire) &
+			~(uint64_t)LULL_TAIL_FLAGS;
+	} else {
+		/*
+		 * Relaxed: the producer's tail store is ordered before its
+		 * release of busy, which closure_settled() acquired.
+		 */
+		final = atomic_load_explicit(&cur->lane->tail,
+					     memory_order_relaxed);
+		if (final & LULL_TAIL_FLAGS)
+			return false;
+	}
 	/*
-	 * Relaxed: the producer's tail store is ordered before its release
-	 * of busy, which closure_settled() acquired.  Immediate: nothing is
-	 * read any more, but records are found in band before tail passes
-	 * them, so the tail read here may lag our head: never move the head
-	 * back.
+	 * Immediate: nothing is read any more, but records are found in
+	 * band before tail passes them, so the tail read here may lag our
+	 * head: never move the head back.
 	 */
-	final = atomic_load_explicit(&cur->lane->tail, memory_order_relaxed);
 	if ((int64_t)(final - cur->head) < 0)
 		final = cur->head;
-	return final;
+	if (final - cur->head > ring->mask + 1)
+		return false;
+	*finalp = final;
+	return true;
 }
 
 /*
@@ -211,7 +274,7 @@ static uint64_t closure_final_tail(const struct lull_ring *ring,
 static inline bool closure_discarding(const struct lull_ring *ring)
 {
 	/* A peeked record stays what it was until its release. */
-	return unlikely(ring->closing >= LULL_CLOSING_FATAL ||
+	return unlikely(ring->closing >= LULL_CLOSING_CORRUPT ||
 			(!ring->peeked &&
 			 (atomic_load_explicit(&ring->region->state,
 					       memory_order_relaxed) &
@@ -223,7 +286,48 @@ static inline bool lane_open_to(const struct lull_ring *ring,
 				const struct lull_cursor *cur, bool discarding)
 {
 	return !discarding ||
-	       (ring->closing < LULL_CLOSING_FATAL && cur->in_batch);
+	       (ring->closing < LULL_CLOSING_CORRUPT && cur->in_batch);
+}
+
+/*
+ * The region holds what no producer writes: the ring is fatal.  Counted
+ * once; from here on nothing of its data is read (LULL_CLOSING_CORRUPT),
+ * and the region is shut down at once and sealed, as lull_ring_close()
+ * does, so that producers get -EPIPE and a fatal report comes too late
+ * (it lives in the region the corruption came from).  The read that found
+ * it returns what it handed out before; the next one says -EPROTO.
+ */
+static __attribute__((noinline, cold)) void
+corruption_found(struct lull_ring *ring)
+{
+	if (ring->closing >= LULL_CLOSING_CORRUPT)
+		return;
+	ring->closing = LULL_CLOSING_CORRUPT;
+	/* Relaxed: a counter, read by lull_ring_stats() from any thread. */
+	atomic_fetch_add_explicit(&ring->corruptions, 1, memory_order_relaxed);
+	lull__shutdown_by_consumer(ring, LULL_SHUTDOWN_IMMEDIATE,
+				   LULL_STATE_SEALED);
+}
+
+/* -EPROTO, reported once: the poison record is next. */
+static int corruption_report(struct lull_ring *ring)
+{
+	ring->closing = LULL_CLOSING_POISON;
+	return -EPROTO;
+}
+
+/*
+ * The report the fatal record hands out: a copy of the region's, made
+ * once at the seal, so that nobody can change it under the handler, its
+ * length bounded by the room of its message and the message terminated
+ * there whatever the region held.
+ */
+static void fatal_copy(struct lull_ring *ring)
+{
+	memcpy(&ring->fatal, &ring->region->fatal, sizeof(ring->fatal));
+	if (ring->fatal.length > LULL_FATAL_MESSAGE_MAX - 1)
+		ring->fatal.length = LULL_FATAL_MESSAGE_MAX - 1;
+	ring->fatal.message[ring->fatal.length] = '\0';
 }
 
 static __attribute__((noinline)) int closure_next(struct lull_ring *ring,
@@ -241,9 +345,13 @@ static __attribute__((noinline)) int closure_next(struct lull_ring *ring,
 		if (!(state & LULL_STATE_CLOSED) ||
 		    !closure_settled(ring, state))
 			return 0;
-		for (uint32_t i = 0; i < ring->lanes; i++)
-			ring->cursor[i].final_tail =
-				closure_final_tail(ring, &ring->cursor[i]);
+		for (uint32_t i = 0; i < ring->lanes; i++) {
+			cur = &ring->cursor[i];
+			if (!closure_final_tail(ring, cur, &cur->final_tail)) {
+				corruption_found(ring);
+				return corruption_report(ring);
+			}
+		}
 		ring->closing = LULL_CLOSING_DRAIN;
 		/* fall through */
 	case LULL_CLOSING_DRAIN:
@@ -272,16 +380,20 @@ static __attribute__((noinline)) int closure_next(struct lull_ring *ring,
 						  memory_order_acq_rel);
 		ring->closing = sealed & LULL_STATE_FATAL ? LULL_CLOSING_FATAL
 							  : LULL_CLOSING_POISON;
+		if (ring->closing == LULL_CLOSING_FATAL)
+			fatal_copy(ring);
 		break;
+	case LULL_CLOSING_CORRUPT:
+		return corruption_report(ring);
 	case LULL_CLOSING_DONE:
 		return -EPIPE;
 	default:
 		break;
 	}
 	if (ring->closing == LULL_CLOSING_FATAL) {
-		rec->data = &region->fatal;
+		rec->data = &ring->fatal;
 		rec->len = (uint32_t)offsetof(struct lull_fatal, message) +
-			   region->fatal.length;
+			   ring->fatal.length;
 		rec->type = LULL_TYPE_FATAL;
 	} else {
 		rec->data = &no_payload;
@@ -326,15 +438,15 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 {
 	unsigned char *data = cur->data;
 	const uint64_t mask = ring->mask, head = cur->head;
-	const uint64_t stop = ring->closing != LULL_CLOSING_OPEN
-				      ? cur->final_tail
-				      : head + mask + 1;
-	struct lull_record_header *hdr, *last = NULL;
+	const uint64_t stop = walk_stop(ring, cur);
+	const uint32_t max_record = ring->max_record;
+	struct lull_record_header *hdr;
 	struct lull_record rec;
 	uint64_t pos = head, size;
 	unsigned count = rd->count;
-	int32_t length;
+	int32_t raw, length, type;
 	int verdict, ret = 0;
+	bool handed = false, more = false;
 
 	while (count < limit && pos != stop) {
 		hdr = lull__header_at(data, mask, pos);
@@ -343,27 +455,27 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 		 * length (see next_record()).  Zero: not written yet;
 		 * negative: claimed, not committed (MPSC).
 		 */
-		length = atomic_load_explicit(&hdr->length,
-					      memory_order_acquire);
-		if (length <= 0) {
-			if (unlikely(length < 0))
+		raw = atomic_load_explicit(&hdr->length, memory_order_acquire);
+		if (raw <= 0) {
+			if (unlikely(raw < 0))
 				lull__count(&ring->region->claim_waits);
 			break;
 		}
-		length &= LULL_LENGTH_MASK;
-		size = lull__align8((uint64_t)length);
-		if (unlikely(length < (int32_t)LULL_RECORD_HEADER_SIZE ||
-			     size > mask + 1 - (pos & mask))) {
+		length = raw & LULL_LENGTH_MASK;
+		/* Read once: what is checked is what is handed out. */
+		type = hdr->type;
+		size = record_size(mask, max_record, pos, stop, length, type);
+		if (unlikely(!size)) {
 			ret = -EPROTO; /* corrupt region */
 			break;
 		}
-		if (hdr->type == LULL_TYPE_PADDING) {
+		if (type == LULL_TYPE_PADDING) {
 			pos += size;
 			continue;
 		}
 		rec.data = hdr + 1;
 		rec.len = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
-		rec.type = hdr->type;
+		rec.type = type;
 		verdict = fn(&rec, ctx);
 		if (verdict == LULL_READ_KEEP) {
 			rd->stopped = rd->kept = true;
@@ -371,21 +483,18 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 		}
 		pos += size;
 		count++;
-		last = hdr;
+		handed = true;
+		more = raw & LULL_LENGTH_BATCH_MORE;
 		if (verdict != LULL_READ_CONTINUE) {
 			rd->stopped = true;
 			break;
 		}
-		if (unlikely(discarding) && !record_more(&rec))
+		if (unlikely(discarding) && !more)
 			break; /* the batch is whole: discard the rest */
 	}
 	rd->count = count;
-	/* Before the zeroing, which clears the flag.  Relaxed: acquired
-	 * above, and nobody writes a committed record. */
-	if (last)
-		cur->in_batch = atomic_load_explicit(&last->length,
-						     memory_order_relaxed) &
-				LULL_LENGTH_BATCH_MORE;
+	if (handed)
+		cur->in_batch = more;
 	advance_head(ring, cur, pos);
 	return ret;
 }
@@ -407,8 +516,13 @@ read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 		if (lane_open_to(ring, &ring->cursor[lane], discarding)) {
 			found = read_lane(ring, &ring->cursor[lane], fn, ctx,
 					  limit, discarding, &rd);
-			if (unlikely(found < 0))
-				return rd.count ? (int)rd.count : found;
+			if (unlikely(found < 0)) {
+				corruption_found(ring);
+				/* What was handed out before counts; the
+				 * next read says -EPROTO. */
+				return rd.count ? (int)rd.count
+						: corruption_report(ring);
+			}
 			/* A kept record is the next one handed out. */
 			if (rd.kept)
 				break;
@@ -470,9 +584,11 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 	for (uint32_t visited = 0; visited < ring->lanes; visited++) {
 		cur = &ring->cursor[lane];
 		if (lane_open_to(ring, cur, discarding)) {
-			found = next_record(ring, cur, cur->head, rec, endp);
-			if (found < 0)
-				return found;
+			found = next_record(ring, cur, rec, endp);
+			if (unlikely(found < 0)) {
+				corruption_found(ring);
+				return corruption_report(ring);
+			}
 			if (found == NEXT_RECORD) {
 				*lanep = lane;
 				return 1;
@@ -553,7 +669,7 @@ void lull__ring_skip_padding(struct lull_ring *ring)
 		if (!lane_open_to(ring, cur, discarding))
 			continue;
 		end = cur->head;
-		found = next_record(ring, cur, cur->head, &rec, &end);
+		found = next_record(ring, cur, &rec, &end);
 		if (found == NEXT_NONE || found == NEXT_CLAIMED)
 			advance_head(ring, cur, end);
 	}
@@ -581,7 +697,7 @@ bool lull__ring_readable(const struct lull_ring *ring)
 		if (!lane_open_to(ring, cur, discarding))
 			continue;
 		end = cur->head;
-		found = next_record(ring, cur, cur->head, &rec, &end);
+		found = next_record(ring, cur, &rec, &end);
 		if (found == NEXT_RECORD || found < 0)
 			return true; /* a record, or a corrupt one: -EPROTO */
 		/*
@@ -592,8 +708,8 @@ bool lull__ring_readable(const struct lull_ring *ring)
 		if (end != cur->head)
 			return true;
 	}
-	if (ring->closing >= LULL_CLOSING_FATAL)
-		return true; /* fatal, poison, or -EPIPE */
+	if (ring->closing >= LULL_CLOSING_CORRUPT)
+		return true; /* -EPROTO, fatal, poison, or -EPIPE */
 	/* Pairs with the seq_cst RMWs of lull__shutdown(). */
 	state = atomic_load_explicit(&ring->region->state,
 				     memory_order_acquire);
@@ -606,11 +722,12 @@ bool lull__ring_readable(const struct lull_ring *ring)
 		return true;
 	for (uint32_t i = 0; i < ring->lanes; i++) {
 		cur = &ring->cursor[i];
-		final_tail = ring->closing == LULL_CLOSING_OPEN
-				     ? closure_final_tail(ring, cur)
-				     : cur->final_tail;
+		final_tail = cur->final_tail;
+		if (ring->closing == LULL_CLOSING_OPEN &&
+		    !closure_final_tail(ring, cur, &final_tail))
+			return true; /* corrupt: the read says -EPROTO */
 		end = cur->head;
-		(void)next_record(ring, cur, cur->head, &rec, &end);
+		(void)next_record(ring, cur, &rec, &end);
 		if (end != final_tail)
 			return false;
 	}
@@ -624,7 +741,7 @@ LULL_EXPORT int lull_ring_close(struct lull_ring *ring)
 	if (ret < 0)
 		return ret;
 	ring->closing = LULL_CLOSING_DONE;
-	lull__shutdown(ring->region, LULL_SHUTDOWN_IMMEDIATE,
-		       LULL_STATE_SEALED);
+	lull__shutdown_by_consumer(ring, LULL_SHUTDOWN_IMMEDIATE,
+				   LULL_STATE_SEALED);
 	return 0;
 }

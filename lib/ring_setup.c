@@ -72,12 +72,29 @@ LULL_EXPORT ssize_t lull_ring_region_size(size_t capacity)
 }
 
 /*
- * Point each consumer cursor at its lane, from where the previous
- * consumer (if any) stopped.
+ * What a region's header says, read once: every later use takes these
+ * copies, never the header, which another process may rewrite at any
+ * time (a check of one value followed by a use of a fresh read would let
+ * a hostile writer slip a lane count or a capacity past the check).
  */
-static void cursors_load(struct lull_ring *ring)
+struct geometry {
+	uint32_t mode;
+	uint32_t lanes;
+	uint32_t flags;
+	uint64_t capacity;
+	uint64_t size; /* of the region */
+};
+
+/*
+ * Point each consumer cursor at its lane, from where the previous
+ * consumer (if any) stopped.  A head is a position the consumer publishes,
+ * so a multiple of 8; any other value was not written by a consumer, and
+ * the region is refused (-EPROTO) rather than read from a misaligned
+ * header.
+ */
+static int cursors_load(struct lull_ring *ring)
 {
-	for (uint32_t i = 0; i < ring->lanes; i++)
+	for (uint32_t i = 0; i < ring->lanes; i++) {
 		/*
 		 * Pairs with the release store of head by the previous
 		 * consumer: we resume exactly where it stopped, with its
@@ -85,12 +102,18 @@ static void cursors_load(struct lull_ring *ring)
 		 */
 		ring->cursor[i].head = atomic_load_explicit(
 			&ring->cursor[i].lane->head, memory_order_acquire);
+		if (ring->cursor[i].head & (LULL_RECORD_ALIGN - 1))
+			return -EPROTO;
+	}
+	return 0;
 }
 
-static int handle_new(struct lull_ring **ringp, struct lull_region *region)
+static int handle_new(struct lull_ring **ringp, struct lull_region *region,
+		      const struct geometry *g)
 {
 	struct lull_ring *ring;
-	size_t size = sizeof(*ring) + region->lanes * sizeof(ring->cursor[0]);
+	size_t size = sizeof(*ring) + g->lanes * sizeof(ring->cursor[0]);
+	uint64_t data_offset = region_data_offset(g->lanes);
 
 	/* aligned_alloc wants a multiple of the alignment. */
 	size = (size + LULL_LINE_PAIR - 1) & ~(size_t)(LULL_LINE_PAIR - 1);
@@ -99,16 +122,18 @@ static int handle_new(struct lull_ring **ringp, struct lull_region *region)
 		return -ENOMEM;
 	memset(ring, 0, size);
 	ring->region = region;
-	ring->mask = region->capacity - 1;
-	ring->mode = region->mode;
-	ring->lanes = region->lanes;
-	ring->max_record = (uint32_t)(region->capacity / 8);
+	ring->mask = g->capacity - 1;
+	ring->mode = g->mode;
+	ring->lanes = g->lanes;
+	ring->flags = g->flags;
+	ring->region_size = g->size;
+	ring->max_record = (uint32_t)(g->capacity / 8);
 	atomic_init(&ring->attached, 0);
 	for (uint32_t i = 0; i < ring->lanes; i++) {
 		ring->cursor[i].lane = lull__lane(region, i);
-		ring->cursor[i].data = lull__lane_data(region, i);
+		ring->cursor[i].data = (unsigned char *)region + data_offset +
+				       (uint64_t)i * g->capacity;
 	}
-	cursors_load(ring);
 	ring->spin_ns = LULL_PARK_SPIN_DEFAULT_NS;
 	ring->safety_ns = lull__safety_ns(0);
 	ring->eventfd = -1;
@@ -127,6 +152,16 @@ static bool asym_barrier_available(void)
 				    0, 0)) == 0;
 }
 
+static void consumer_role_drop(struct lull_ring *ring)
+{
+	if (!ring->is_consumer)
+		return;
+	ring->is_consumer = false;
+	/* Pairs with the acquire CAS in consumer_role_take(). */
+	atomic_store_explicit(&ring->region->consumer, 0,
+			      memory_order_release);
+}
+
 /* Take the region's single consumer role for @ring. */
 static int consumer_role_take(struct lull_ring *ring)
 {
@@ -143,18 +178,11 @@ static int consumer_role_take(struct lull_ring *ring)
 						     memory_order_relaxed))
 		return -EBUSY;
 	ring->is_consumer = true;
-	cursors_load(ring);
+	if (cursors_load(ring) < 0) {
+		consumer_role_drop(ring);
+		return -EPROTO;
+	}
 	return 0;
-}
-
-static void consumer_role_drop(struct lull_ring *ring)
-{
-	if (!ring->is_consumer)
-		return;
-	ring->is_consumer = false;
-	/* Pairs with the acquire CAS in consumer_role_take(). */
-	atomic_store_explicit(&ring->region->consumer, 0,
-			      memory_order_release);
 }
 
 static void region_format(struct lull_region *region, size_t size,
@@ -209,23 +237,23 @@ static int create_in(struct lull_ring **ringp, void *mem, size_t size,
 		     size_t capacity, unsigned flags, bool owns_region)
 {
 	struct lull_ring *ring;
-	uint32_t mode, lanes;
+	struct geometry g = { .capacity = capacity, .size = size };
 	int ret;
 
-	(void)topology_parse(flags, &mode, &lanes); /* checked by callers */
+	(void)topology_parse(flags, &g.mode, &g.lanes); /* checked by callers */
 	/*
 	 * A region lull allocates privately can only have producers in this
 	 * process, so the asymmetric barrier applies, and private futexes.
 	 * Caller memory may be shared with other processes, which membarrier
 	 * does not reach, and whose waits a private futex would not meet.
 	 */
-	region_format(mem, size, capacity, mode, lanes,
-		      (owns_region ? LULL_REGION_PRIVATE : 0) |
-			      (owns_region && asym_barrier_available()
-				       ? LULL_REGION_ASYM_BARRIER
-				       : 0),
+	g.flags = (owns_region ? LULL_REGION_PRIVATE : 0) |
+		  (owns_region && asym_barrier_available()
+			   ? LULL_REGION_ASYM_BARRIER
+			   : 0);
+	region_format(mem, size, capacity, g.mode, g.lanes, g.flags,
 		      owns_region);
-	ret = handle_new(&ring, mem);
+	ret = handle_new(&ring, mem, &g);
 	if (ret < 0)
 		return ret;
 	ring->owns_region = owns_region;
@@ -276,34 +304,67 @@ LULL_EXPORT int lull_ring_create(struct lull_ring **ringp, size_t capacity,
 	return ret;
 }
 
+/*
+ * Read a region's header once into *g and check it: the magic, the
+ * version, a topology lull makes, a lane count that matches it, known
+ * flags, a valid capacity, and offsets and a size that follow from them.
+ * Returns 0, or -EPROTO.
+ */
+static int region_check(const struct lull_region *region, struct geometry *g)
+{
+	uint32_t version, mode, flags, lanes, parsed_mode, parsed_lanes;
+	uint64_t capacity, size, data_offset;
+
+	/* Pairs with the release store of magic in region_format(). */
+	if (atomic_load_explicit(&region->magic, memory_order_acquire) !=
+	    LULL_REGION_MAGIC)
+		return -EPROTO;
+	version = region->layout_version;
+	mode = region->mode;
+	flags = region->flags;
+	lanes = region->lanes;
+	capacity = region->capacity;
+	size = region->region_size;
+	data_offset = region->data_offset;
+	/*
+	 * The mode word is one of the three lull stores, exactly: parsing
+	 * it as creation flags would take 0x303 for LANES(3).
+	 */
+	if (version != LULL_LAYOUT_VERSION ||
+	    (mode != LULL_RING_SPSC && mode != LULL_RING_MPSC &&
+	     mode != LULL_MODE_LANES) ||
+	    (mode == LULL_MODE_LANES && lanes > LULL_RING_LANES_MAX) ||
+	    !topology_parse(mode == LULL_MODE_LANES ? LULL_RING_LANES(lanes)
+						    : mode,
+			    &parsed_mode, &parsed_lanes) ||
+	    parsed_lanes != lanes || (flags & ~LULL_REGION_FLAGS) ||
+	    !capacity_is_valid(capacity) ||
+	    data_offset != region_data_offset(lanes) ||
+	    size != region_size(capacity, lanes))
+		return -EPROTO;
+	*g = (struct geometry){ .mode = parsed_mode, .lanes = parsed_lanes,
+				.flags = flags, .capacity = capacity,
+				.size = size };
+	return 0;
+}
+
 LULL_EXPORT int lull_ring_open(struct lull_ring **ringp, void *mem,
 			       size_t size, unsigned flags)
 {
 	struct lull_region *region = mem;
 	struct lull_ring *ring;
-	uint32_t mode, lanes;
+	struct geometry g;
 	int ret;
 
 	if (!ringp || !mem || (uintptr_t)mem % LULL_LINE_PAIR ||
 	    (flags & ~LULL_OPEN_CONSUMER) || size < LULL_REGION_LANES_OFFSET)
 		return -EINVAL;
-	/* Pairs with the release store of magic in region_format(). */
-	if (atomic_load_explicit(&region->magic, memory_order_acquire) !=
-		    LULL_REGION_MAGIC ||
-	    region->layout_version != LULL_LAYOUT_VERSION ||
-	    !topology_parse(region->mode == LULL_MODE_LANES
-				    ? LULL_RING_LANES(region->lanes)
-				    : region->mode,
-			    &mode, &lanes) ||
-	    lanes != region->lanes ||
-	    (region->flags & ~LULL_REGION_FLAGS) ||
-	    !capacity_is_valid(region->capacity) ||
-	    region->data_offset != region_data_offset(lanes) ||
-	    region->region_size != region_size(region->capacity, lanes))
-		return -EPROTO;
-	if (size < region->region_size)
+	ret = region_check(region, &g);
+	if (ret < 0)
+		return ret;
+	if (size < g.size)
 		return -EINVAL;
-	ret = handle_new(&ring, region);
+	ret = handle_new(&ring, region, &g);
 	if (ret < 0)
 		return ret;
 	if (flags & LULL_OPEN_CONSUMER) {
@@ -336,7 +397,7 @@ LULL_EXPORT int lull_ring_destroy(struct lull_ring *ring)
 	}
 	consumer_role_drop(ring);
 	if (ring->owns_region)
-		munmap(ring->region, ring->region->region_size);
+		munmap(ring->region, ring->region_size);
 	free(ring);
 	return 0;
 }

@@ -94,7 +94,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 			return 0;
 	}
 	ring->records_since_wait = 0;
-	how = ring->region->flags & LULL_REGION_PRIVATE
+	how = ring->flags & LULL_REGION_PRIVATE
 		      ? LULL_PARK_FUTEX_PRIVATE
 		      : LULL_PARK_FUTEX;
 	for (;;) {

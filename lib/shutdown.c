@@ -14,10 +14,14 @@
 
 #include "park.h"
 
-uint32_t lull__shutdown(struct lull_region *region, unsigned how,
-			uint32_t extra)
+/*
+ * The state a shutdown sets, as RMWs: on MPSC (@mpsc) the tail's closed
+ * bit first, then the state bits.  Returns the state before.
+ */
+static uint32_t shutdown_state(struct lull_region *region, bool mpsc,
+			       unsigned how, uint32_t extra)
 {
-	uint32_t bits = LULL_STATE_CLOSED | extra, old, seen;
+	uint32_t bits = LULL_STATE_CLOSED | extra;
 
 	if (how == LULL_SHUTDOWN_IMMEDIATE)
 		bits |= LULL_STATE_DISCARD;
@@ -26,12 +30,30 @@ uint32_t lull__shutdown(struct lull_region *region, unsigned how,
 	 * consumer saw the state (it acquires the state, then reads the final
 	 * tail).  seq_cst on both RMWs keeps them in this order for everyone.
 	 */
-	if (region->mode == LULL_RING_MPSC)
+	if (mpsc)
 		atomic_fetch_or_explicit(&lull__lane(region, 0)->tail,
 					 LULL_TAIL_CLOSED,
 					 memory_order_seq_cst);
-	old = atomic_fetch_or_explicit(&region->state, bits,
-				       memory_order_seq_cst);
+	return atomic_fetch_or_explicit(&region->state, bits,
+					memory_order_seq_cst);
+}
+
+/*
+ * Likewise for producers waiting for room: either their re-check sees
+ * the state, or this load sees them waiting.
+ */
+static void shutdown_wake_waiters(struct lull_region *region)
+{
+	if (atomic_load_explicit(&region->space_waiters, memory_order_seq_cst))
+		lull__space_wake(region);
+}
+
+uint32_t lull__shutdown(struct lull_region *region, uint32_t mode,
+			unsigned how, uint32_t extra)
+{
+	uint32_t old, seen;
+
+	old = shutdown_state(region, mode == LULL_RING_MPSC, how, extra);
 	/*
 	 * Wake a parked consumer so it sees the shutdown.  The seq_cst RMW
 	 * above and this load pair with the consumer's park barrier the way a
@@ -41,20 +63,33 @@ uint32_t lull__shutdown(struct lull_region *region, unsigned how,
 	seen = atomic_load_explicit(&region->park, memory_order_seq_cst);
 	if (seen != LULL_PARK_AWAKE)
 		lull__wake_region(region, seen, (int32_t)getpid());
-	/*
-	 * Likewise for producers waiting for room: either their re-check
-	 * sees the state, or this load sees them waiting.
-	 */
-	if (atomic_load_explicit(&region->space_waiters, memory_order_seq_cst))
-		lull__space_wake(region);
+	shutdown_wake_waiters(region);
 	return old;
+}
+
+void lull__shutdown_by_consumer(struct lull_ring *ring, unsigned how,
+				uint32_t extra)
+{
+	struct lull_region *region = ring->region;
+	uint32_t seen;
+
+	shutdown_state(region, ring->mode == LULL_RING_MPSC, how, extra);
+	/*
+	 * The consumer is awake, since it is here; what may still sleep is
+	 * a park it armed on an io_uring, whose completion its owner waits
+	 * for.  Paired as in lull__shutdown().
+	 */
+	seen = atomic_load_explicit(&region->park, memory_order_seq_cst);
+	if (seen != LULL_PARK_AWAKE)
+		lull__wake_own(ring, seen);
+	shutdown_wake_waiters(region);
 }
 
 LULL_EXPORT int lull_ring_shutdown(struct lull_ring *ring, unsigned how)
 {
 	if (!ring || how > LULL_SHUTDOWN_IMMEDIATE)
 		return -EINVAL;
-	lull__shutdown(ring->region, how, 0);
+	lull__shutdown(ring->region, ring->mode, how, 0);
 	return 0;
 }
 
@@ -83,7 +118,8 @@ LULL_EXPORT int lull_ring_fatal(struct lull_ring *ring, int32_t code,
 	region->fatal.code = code;
 	/* The fields above are published by the release half of the seq_cst
 	 * RMW of state in lull__shutdown(), which the consumer acquires. */
-	old = lull__shutdown(region, LULL_SHUTDOWN_GRACEFUL, LULL_STATE_FATAL);
+	old = lull__shutdown(region, ring->mode, LULL_SHUTDOWN_GRACEFUL,
+			     LULL_STATE_FATAL);
 	/* Sealed: the consumer had already chosen the poison. */
 	return old & LULL_STATE_SEALED ? -EPIPE : 0;
 }

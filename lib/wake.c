@@ -30,6 +30,53 @@ void lull__space_wake(struct lull_region *region)
 }
 
 /*
+ * Wake-ups in flight in this process that write an eventfd: between
+ * reading wake_fd and writing to it.  A consumer withdrawing its eventfd
+ * waits for none to be left before closing it (lull__wake_fd_set()).
+ * Only producers of the consumer's own process write the eventfd (see
+ * lull__wake_region()), so a count in the process sees all of them; one
+ * in the region, as layout version 3 first had (wakers), could be held
+ * up by any process sharing the region, and the consumer with it, for
+ * good.
+ */
+static _Atomic uint32_t eventfd_writers;
+
+/* The wake claim: exactly one waker moves the park word from @seen. */
+static bool wake_claim(struct lull_region *region, uint32_t seen)
+{
+	/*
+	 * Relaxed: the CAS only decides who wakes; the record itself is
+	 * ordered by its own release store, and the wake-up system call is
+	 * a full barrier anyway.
+	 */
+	return atomic_compare_exchange_strong_explicit(
+		&region->park, &seen, LULL_PARK_AWAKE, memory_order_relaxed,
+		memory_order_relaxed);
+}
+
+/* A futex park's wake-up. */
+static void wake_futex(struct lull_region *region, uint32_t seen)
+{
+	/*
+	 * Every waiter, though there is normally one: a futex wait that a
+	 * detached loop left in its io_uring (its cancel still on the way)
+	 * sits first in the queue, and a wake of one would go to it instead
+	 * of the consumer now parked.
+	 */
+	lull__futex_wake_op(&region->park,
+			    seen == LULL_PARK_FUTEX ? FUTEX_WAKE
+						    : FUTEX_WAKE_PRIVATE,
+			    INT_MAX);
+}
+
+static void eventfd_write(int fd)
+{
+	/* syscall(), not write(): no cancellation point here. */
+	LULL_SYSCALL(syscall(SYS_write, fd, &(uint64_t){ 1 },
+			     sizeof(uint64_t)));
+}
+
+/*
  * Out of line: the consumer looked parked.  Several producers (and a
  * shutdown) may get here for the same park; the CAS lets exactly one of
  * them wake it.
@@ -52,47 +99,46 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 	    atomic_load_explicit(&region->wake_pid, memory_order_relaxed) !=
 		    pid)
 		return;
-	/*
-	 * wake_claim.  Relaxed: the CAS only decides who wakes; the record
-	 * itself is ordered by its own release store, and the wake-up system
-	 * call is a full barrier anyway.
-	 */
-	if (!atomic_compare_exchange_strong_explicit(
-		    &region->park, &seen, LULL_PARK_AWAKE,
-		    memory_order_relaxed, memory_order_relaxed))
+	/* wake_claim */
+	if (!wake_claim(region, seen))
 		return;
 	/* wake */
 	if (seen == LULL_PARK_FUTEX || seen == LULL_PARK_FUTEX_PRIVATE) {
-		/*
-		 * Every waiter, though there is normally one: a futex wait
-		 * that a detached loop left in its io_uring (its cancel still
-		 * on the way) sits first in the queue, and a wake of one
-		 * would go to it instead of the consumer now parked.
-		 */
-		lull__futex_wake_op(&region->park,
-				    seen == LULL_PARK_FUTEX ? FUTEX_WAKE
-							    : FUTEX_WAKE_PRIVATE,
-				    INT_MAX);
+		wake_futex(region, seen);
 	} else {
 		/*
 		 * seq_cst, with the consumer's seq_cst store of wake_fd and
-		 * load of wakers in lull__wake_fd_set(): either the consumer
-		 * sees us here and waits before closing the eventfd, or we see
-		 * its -1 and write nothing.
+		 * load of eventfd_writers in lull__wake_fd_set(): either the
+		 * consumer sees us here and waits before closing the eventfd,
+		 * or we see its -1 and write nothing.
 		 */
-		atomic_fetch_add_explicit(&region->wakers, 1,
+		atomic_fetch_add_explicit(&eventfd_writers, 1,
 					  memory_order_seq_cst);
 		fd = atomic_load_explicit(&region->wake_fd,
 					  memory_order_seq_cst);
-		/* syscall(), not write(): no cancellation point here. */
 		if (fd >= 0)
-			LULL_SYSCALL(syscall(SYS_write, fd, &(uint64_t){ 1 },
-					     sizeof(uint64_t)));
-		/* Pairs with the seq_cst load of wakers in
-		 * lull__wake_fd_set(): the write is over before the close. */
-		atomic_fetch_sub_explicit(&region->wakers, 1,
+			eventfd_write(fd);
+		/* Pairs with the seq_cst load in lull__wake_fd_set(): the
+		 * write is over before the close. */
+		atomic_fetch_sub_explicit(&eventfd_writers, 1,
 					  memory_order_release);
 	}
+	atomic_fetch_add_explicit(&region->wakes, 1, memory_order_relaxed);
+}
+
+void lull__wake_own(struct lull_ring *ring, uint32_t seen)
+{
+	struct lull_region *region = ring->region;
+
+	if (seen == LULL_PARK_EVENTFD && ring->eventfd < 0)
+		return; /* not a park of ours: nothing to claim */
+	if (!wake_claim(region, seen))
+		return;
+	if (seen == LULL_PARK_FUTEX || seen == LULL_PARK_FUTEX_PRIVATE)
+		wake_futex(region, seen);
+	else if (seen == LULL_PARK_EVENTFD)
+		/* Ours, on our own thread: no close can race with it. */
+		eventfd_write(ring->eventfd);
 	atomic_fetch_add_explicit(&region->wakes, 1, memory_order_relaxed);
 }
 
@@ -105,7 +151,7 @@ void lull__wake_fd_set(struct lull_region *region, int fd)
 {
 	atomic_store_explicit(&region->wake_pid, (int32_t)getpid(),
 			      memory_order_relaxed);
-	/* Pairs with the seq_cst RMW and load in lull__wake(). */
+	/* Pairs with the seq_cst RMW and load in lull__wake_region(). */
 	atomic_store_explicit(&region->wake_fd, fd, memory_order_seq_cst);
 	if (fd >= 0)
 		return;
@@ -114,7 +160,7 @@ void lull__wake_fd_set(struct lull_region *region, int fd)
 	 * writing to it.  Wake-ups are one system call long, so waiting for
 	 * them is short; after this the caller may close the eventfd.
 	 */
-	while (atomic_load_explicit(&region->wakers, memory_order_seq_cst))
+	while (atomic_load_explicit(&eventfd_writers, memory_order_seq_cst))
 		sched_yield();
 }
 

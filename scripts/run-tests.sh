@@ -220,10 +220,15 @@ if [ "$scope" = check ]; then
 	suite "$alone" "audio server" bash test/audio/run.sh \
 		"$B/examples/audio-server" "$B/examples/audio-loadgen" \
 		"$B/examples/audio-server-asan"
+	# The consumer of a region any process may write (its read, peek
+	# and wait paths, and open) under libFuzzer, from the corpus in
+	# test/fuzz/corpus, REGION_FUZZ_SECONDS each, side by side.
+	suite "$alone" "fuzz region (libFuzzer)" sh scripts/fuzz.sh \
+		"${REGION_FUZZ_SECONDS:-30}" region_read region_open
 	# The audio example's HTTP reader and speech request under
 	# libFuzzer, from the seed corpus, FUZZ_SECONDS each, side by side.
 	suite "$alone" "fuzz (libFuzzer)" sh scripts/fuzz.sh \
-		"${FUZZ_SECONDS:-60}"
+		"${FUZZ_SECONDS:-60}" http_reader speech_request
 fi
 
 printf '%s: %d suites, %d at a time\n' "$scope" "$(wc -l <"$all")" "$jobs"

@@ -311,26 +311,45 @@ LOOP_TEST(attach_is_ebusy_while_the_ring_is_parked_on_a_callers_uring,
 }
 
 
-static int count_handled(const struct lull_record *rec, void *ctx)
+/* What a ring's handler saw, and the loop to stop once it has it all. */
+struct corrupt_sink {
+	struct lull_loop *loop;
+	unsigned records;
+	unsigned poisons;
+	bool stop_on_record;
+};
+
+static int corrupt_sink_fn(const struct lull_record *rec, void *ctx)
 {
-	(void)rec;
-	(*(unsigned *)ctx)++;
+	struct corrupt_sink *s = ctx;
+
+	if (rec->type == LULL_TYPE_POISON) {
+		s->poisons++;
+	} else {
+		s->records++;
+		if (s->stop_on_record)
+			lull_loop_stop(s->loop);
+	}
 	return LULL_READ_CONTINUE;
 }
 
 /*
  * A region whose next record header is corrupt (a length no writer makes)
- * stays readable to the park's re-check while its reads fail: the run
- * ends with -EPROTO instead of spinning without a word.
+ * makes that ring fatal, not the loop: its handler gets the poison and it
+ * is detached, while a healthy ring beside it is read on until the stop.
+ * (Until the consumer treated a corrupt ring as fatal, the run ended with
+ * -EPROTO, taking every other ring with it.)
  */
-LOOP_TEST(a_corrupt_ring_ends_the_run_with_eproto, .timeout = 10)
+LOOP_TEST(a_corrupt_ring_ends_alone_with_its_poison, .timeout = 10)
 {
 	enum lull_backend backend = use_backend(backendp);
 	const size_t capacity = 4096;
 	size_t size = (size_t)lull_ring_region_size(capacity);
 	struct lull_loop *loop = loop_new(backend, 0);
-	struct lull_ring *ring;
-	unsigned handled = 0;
+	struct corrupt_sink bad = { .loop = loop }, good = { .loop = loop };
+	struct lull_ring *ring, *healthy;
+	struct lull_producer *prod;
+	struct lull_ring_stats st;
 	int32_t bogus = 3; /* shorter than a record header */
 	void *mem;
 
@@ -339,10 +358,27 @@ LOOP_TEST(a_corrupt_ring_ends_the_run_with_eproto, .timeout = 10)
 				     LULL_RING_MPSC), 0);
 	/* The first record's length, at the start of the data area. */
 	memcpy((char *)mem + size - capacity, &bogus, sizeof(bogus));
-	check_eq(lull_loop_attach(loop, ring, count_handled, &handled, 0), 0);
-	check_eq(lull_loop_run(loop), -EPROTO);
-	check_eq(handled, 0);
-	check_eq(lull_loop_detach(loop, ring), 0);
+	healthy = ring_new(LULL_RING_SPSC, 4096);
+	check_eq(lull_producer_attach(healthy, 0, &prod), 0);
+	check_eq(lull_spsc_write(prod, 1, "x", 1), 0);
+	good.stop_on_record = true;
+	check_eq(lull_loop_attach(loop, ring, corrupt_sink_fn, &bad, 0), 0);
+	check_eq(lull_loop_attach(loop, healthy, corrupt_sink_fn, &good, 0),
+		 0);
+	check_eq(lull_loop_run(loop), 0);
+	check_eq(bad.records, 0);
+	check_eq(bad.poisons, 1);
+	check_eq(good.records, 1);
+	check_eq(good.poisons, 1);
+	/* Both ended and were detached; the corrupt one says why. */
+	check_eq(lull_loop_detach(loop, ring), -ENOENT);
+	check_eq(lull_loop_detach(loop, healthy), -ENOENT);
+	check_eq(lull_ring_stats(ring, &st), 0);
+	check_eq(st.corruptions, 1);
+	check_eq(lull_ring_stats(healthy, &st), 0);
+	check_eq(st.corruptions, 0);
+	check_eq(lull_producer_detach(prod), 0);
+	check_eq(lull_ring_destroy(healthy), 0);
 	check_eq(lull_ring_destroy(ring), 0);
 	loop_free(loop);
 	free(mem);

@@ -83,14 +83,9 @@ audio-serve: audio-deps
 	$(AUDIO_BIN) --port 8000
 
 # --- fuzzers: the HTTP reader and the speech request, under libFuzzer -----
-# make fuzz            both targets for FUZZ_SECONDS each (default 60), from
-#                      the seed corpus (test/fuzz/seeds.py); make check runs it
-# make fuzz FUZZ_SECONDS=3600   a long run; new inputs go to $(B)/fuzz/corpus
-FUZZ_CC ?= clang
-FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=all -fno-omit-frame-pointer
+# Built with the top Makefile's FUZZ_CC and FUZZ_FLAGS; make fuzz runs them
+# with the library's own (scripts/fuzz.sh), and make check too.
 FUZZ_BIN := $(B)/fuzz/fuzz_http_reader $(B)/fuzz/fuzz_speech_request
-FUZZ_SECONDS ?= 60
 
 $(B)/fuzz/fuzz_http_reader: test/fuzz/fuzz_http_reader.c \
 	$(AUDIO_DIR)/http.c $(AUDIO_DIR)/buf.c
@@ -104,8 +99,3 @@ $(B)/fuzz/fuzz_speech_request: test/fuzz/fuzz_speech_request.c \
 	$(call say,FUZZCC,$@) $(FUZZ_CC) $(FUZZ_FLAGS) -I$(AUDIO_DIR) \
 		$(shell pkg-config --cflags libcjson libsodium) $^ -o $@ \
 		$(shell pkg-config --libs libcjson libsodium) -lhttp_parser -lm
-
-.PHONY: fuzz
-fuzz: deps-check
-	$(Q)$(MAKE) --no-print-directory $(FUZZ_BIN)
-	$(Q)sh scripts/fuzz.sh $(FUZZ_SECONDS)

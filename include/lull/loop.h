@@ -202,13 +202,15 @@ int lull_loop_signals(struct lull_loop *loop, const int *signos, int count,
  * left in flight, and every context it handed out may be freed.  SQEs
  * that callbacks queue meanwhile are cancelled too, so a callback should
  * not re-arm on -ECANCELED.  Timers stay armed for a later run.  A stop
- * requested before the call counts.  Returns 0 when stopped, -EINVAL,
- * -EBUSY (already running), -EEXIST (io_uring: another thread ran this
- * loop first, reported when it parks), -EPROTO (an attached ring's region
- * is corrupt), the error of membarrier(2) should the park barrier fail,
- * -ENOMEM (epoll: a cancel could not be queued,
- * so SQEs may still be in flight), or an unrecoverable io_uring or epoll
- * error.
+ * requested before the call counts.  A ring whose region turns out
+ * corrupt (lull_ring_read()'s -EPROTO) ends on its own: its handler gets
+ * the poison record, the ring is detached, and the run goes on with the
+ * others (lull_ring_stats() counts the corruption).  Returns 0 when
+ * stopped, -EINVAL, -EBUSY (already running), -EEXIST (io_uring: another
+ * thread ran this loop first, reported when it parks), the error of
+ * membarrier(2) should the park barrier fail, -ENOMEM (epoll: a cancel
+ * could not be queued, so SQEs may still be in flight), or an
+ * unrecoverable io_uring or epoll error.
  */
 int lull_loop_run(struct lull_loop *loop);
 

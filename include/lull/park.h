@@ -118,6 +118,12 @@ struct lull_ring_stats {
 	uint64_t claim_waits;    /* MPSC: reads that stopped at a record
 				    claimed but not yet committed, waiting
 				    behind its producer */
+	uint64_t corruptions;    /* 0, or 1 once this consumer handle found
+				    the region corrupt (what no producer
+				    writes: the read's -EPROTO); counted in
+				    the handle, where no process sharing
+				    the region can change it, so 0 on any
+				    other handle */
 };
 
 /*
@@ -176,11 +182,11 @@ int lull_ring_stats(const struct lull_ring *ring, struct lull_ring_stats *st);
  * inside and never returned).  Spins first if configured, then parks with
  * a futex wait (LULL_BACKEND_BLOCKING), with no timer unless @timeout_ns or
  * the safety net asks for one.  Returns 0 when a record (or after a
- * shutdown the fatal or poison record) is readable, -EPIPE once the poison
- * was consumed, -ETIMEDOUT, -EINVAL, -EPERM (not the consumer handle),
- * -EBUSY (attached to a loop, or a park on an io_uring is armed for this
- * ring), or the error of membarrier(2) should the park barrier fail (the
- * consumer never sleeps without it).
+ * shutdown the fatal or poison record, or a corrupt region's -EPROTO) is
+ * readable, -EPIPE once the poison was consumed, -ETIMEDOUT, -EINVAL,
+ * -EPERM (not the consumer handle), -EBUSY (attached to a loop, or a park
+ * on an io_uring is armed for this ring), or the error of membarrier(2)
+ * should the park barrier fail (the consumer never sleeps without it).
  */
 int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
 

@@ -89,8 +89,10 @@
  *   -EPERM     the handle does not hold the consumer role, or a producer
  *              bound to its thread is detached from another
  *   -ENOMEM    allocation failed
- *   -EPROTO    the memory does not hold a lull region of this layout version,
- *              or (read, peek) a record header is corrupt
+ *   -EPROTO    the memory does not hold a lull region of this layout version
+ *              or its header is inconsistent (open), or (read, peek) the
+ *              region holds what no producer writes: reported once, the
+ *              ring is then fatal (see "A corrupt region" below)
  *   -EPIPE     the ring is shut down: the one code for "closed", for
  *              producers (after a shutdown, a fatal, the last detach, or the
  *              consumer's lull_ring_close()) and for the consumer (after
@@ -104,6 +106,26 @@
  * one poison record, and -EPIPE ever after.  A parked consumer is woken for
  * it.  The last producer to detach shuts the ring down gracefully, as a
  * channel closes when its last sender goes.
+ *
+ * A corrupt region (docs/DESIGN.md, "A hostile region"): a region shared
+ * with other processes may hold anything, written by mistake or on
+ * purpose, and the consumer trusts none of it.  Whatever the region
+ * holds, the consumer's calls never read or write outside it, never loop
+ * on what they find, and never hand out a record that does not lie within
+ * the data area or is longer than lull_ring_max_payload(); the fatal
+ * record is the consumer's own copy, its message terminated.  Every
+ * record header is checked before the record is handed out or skipped
+ * (its length, where it lies, its type), and so is every position read
+ * from the region.  The first thing found that no producer writes makes
+ * the ring fatal: -EPROTO from one read or peek (the read that found it
+ * returns the records it handed out before, and the next one says
+ * -EPROTO), counted in lull_ring_stats()' corruptions; then the poison
+ * record and -EPIPE ever after, nothing more read from the data.  The
+ * region is shut down immediately and sealed, so producers get -EPIPE.
+ * Payloads are not checked, and the process that wrote them can change
+ * them while a handler reads them: copy before checking what must hold.
+ * A producer can still withhold records, or keep its lane busy, and the
+ * consumer then waits, as for any slow producer.
  */
 #ifndef LULL_RING_H
 #define LULL_RING_H
@@ -246,9 +268,13 @@ int lull_ring_create_in(struct lull_ring **ringp, void *mem, size_t size,
 /*
  * Open a region laid out earlier by lull_ring_create_in(), without touching
  * its content.  With LULL_OPEN_CONSUMER the handle takes the consumer role.
+ * The header is read once and checked whole; the handle keeps what it
+ * checked, so a header rewritten later changes nothing it does.
  * Any thread.  Returns 0 and sets *ringp, or -EINVAL (bad argument or
- * @size smaller than the region), -EPROTO (not a lull region, or another
- * layout version), -EBUSY (consumer role taken), -ENOMEM.
+ * @size smaller than the region), -EPROTO (not a lull region, another
+ * layout version, an inconsistent header, or with LULL_OPEN_CONSUMER a
+ * lane's read position that is not a multiple of 8), -EBUSY (consumer
+ * role taken), -ENOMEM.
  */
 int lull_ring_open(struct lull_ring **ringp, void *mem, size_t size,
 		   unsigned flags);
@@ -427,7 +453,9 @@ int lull_mpsc_write_batch(struct lull_producer *prod,
  * first one), or -EAGAIN (no committed record), -EPIPE (shut down and the
  * poison record already consumed, or lull_ring_close() called), -EINVAL
  * (NULL, @limit 0, a peek outstanding), -EPERM (not the consumer handle),
- * -EPROTO (a corrupt record header).
+ * -EPROTO (the region is corrupt: reported once, after which the ring is
+ * fatal and the next read hands out the poison record; see "A corrupt
+ * region" above).
  * The fatal and poison records end a batch.
  */
 int lull_ring_read(struct lull_ring *ring, lull_record_fn fn, void *ctx,
@@ -437,7 +465,8 @@ int lull_ring_read(struct lull_ring *ring, lull_record_fn fn, void *ctx,
  * Consumer: look at the next committed record without consuming it.  Calling
  * it again returns the same record until lull_ring_release().  The
  * consumer's thread only.  Returns 0 and fills *rec, or -EAGAIN (no
- * committed record), -EPIPE, -EINVAL, -EPERM, -EPROTO.
+ * committed record), -EPIPE, -EINVAL, -EPERM, -EPROTO (as for a read:
+ * once, then the poison record).
  */
 int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec);
 
