@@ -57,29 +57,38 @@ if [ -z "$symbols" ]; then
 	finish
 fi
 
-# A page that is one .so request: print its target path under $MANDIR.
-so_target() {
-	local line
-	[ "$(grep -cv '^[[:space:]]*$' "$1")" -eq 1 ] || return 1
-	line=$(grep -v '^[[:space:]]*$' "$1")
-	case $line in
-	.so\ *) ;;
-	*) return 1 ;;
-	esac
-	line=${line#.so }
-	printf '%s/%s\n' "$MANDIR" "${line##*/}"
+# Every page read once, into two tables (bash builtins: no process per
+# page or per symbol, where the checks below used to start several).
+#   so_of[page]     the target path under $MANDIR of a page that is one
+#                   .so request (one line that is not blank); unset else
+#   names_of[page]  the names its NAME section lists, one per line: the
+#                   line after ".SH NAME", up to its "\-", split at commas
+declare -A so_of names_of
+read_page() {
+	local page=$1 line only="" nonblank=0 i
+	local -a lines
+	mapfile -t lines <"$page"
+	for line in "${lines[@]}"; do
+		[[ $line =~ ^[[:space:]]*$ ]] && continue
+		nonblank=$((nonblank + 1))
+		only=$line
+	done
+	if [ "$nonblank" -eq 1 ] && [[ $only == ".so "* ]]; then
+		line=${only#.so }
+		so_of[$page]=$MANDIR/${line##*/}
+	fi
+	for ((i = 0; i < ${#lines[@]}; i++)); do
+		[[ ${lines[i]} == .SH\ NAME* ]] || continue
+		line=${lines[i + 1]-}
+		line=${line%%\\-*}
+		line=${line// /}
+		names_of[$page]=${line//,/$'\n'}
+		break
+	done
 }
-
-# The page that documents $1 (itself, or the target of its .so link).
-resolve() {
-	so_target "$1" || printf '%s\n' "$1"
-}
-
-# The names a page's NAME section lists, one per line.
-page_names() {
-	sed -n '/^\.SH NAME/,/^\.SH/p' "$1" | sed -n '2p' |
-		sed 's/[[:space:]]*\\-.*//' | tr ',' '\n' | tr -d ' '
-}
+for page in "$MANDIR"/*.[1-9]; do
+	[ -e "$page" ] && read_page "$page"
+done
 
 # 1. Every exported symbol has its page, and that page names it.
 for sym in $symbols; do
@@ -88,48 +97,72 @@ for sym in $symbols; do
 		fail "$page: missing (exported by $MAP)"
 		continue
 	fi
-	doc=$(resolve "$page")
+	doc=${so_of[$page]-$page}
 	if [ ! -f "$doc" ]; then
 		fail "$page: links to $doc, which does not exist"
-	elif page_names "$doc" | grep -qx "$sym"; then
+	elif [ -z "${names_of[$doc]+set}" ] && ! read_page "$doc"; then
+		fail "$page: $doc cannot be read"
+	elif [[ $'\n'${names_of[$doc]-}$'\n' == *$'\n'"$sym"$'\n'* ]]; then
 		pass
 	else
 		fail "$page: $doc does not list $sym in its NAME section"
 	fi
 done
 
-# 2. Every page lints clean; every link points to a real page.
+# 2. Every page lints clean; every link points to a real page.  One
+# mandoc run lints them all; it names the page in each message.
+lint=()
 for page in "$MANDIR"/*.[1-9]; do
 	[ -e "$page" ] || continue
-	if target=$(so_target "$page"); then
+	if [ -n "${so_of[$page]+set}" ]; then
+		target=${so_of[$page]}
 		if [ ! -f "$target" ]; then
 			fail "$page: .so target $target does not exist"
-		elif so_target "$target" >/dev/null; then
+		elif [ -n "${so_of[$target]+set}" ]; then
 			fail "$page: .so target $target is itself a .so link"
 		else
 			pass
 		fi
 		continue
 	fi
-	out=$(mandoc -Tlint -Wwarning "$page" 2>&1)
-	rc=$?
-	if [ -n "$out" ]; then
-		# mandoc prints one line per message, naming file and line.
-		while IFS= read -r line; do
-			fail "$line"
-		done <<<"$out"
-	elif [ $rc -ne 0 ]; then
-		fail "$page: mandoc -Tlint -Wwarning exited $rc"
-	else
-		pass
-	fi
+	lint+=("$page")
 done
+if [ ${#lint[@]} -gt 0 ]; then
+	out=$(mandoc -Tlint -Wwarning "${lint[@]}" 2>&1)
+	rc=$?
+	for page in "${lint[@]}"; do
+		if [[ $'\n'$out == *$'\n'"mandoc: $page:"* ]]; then
+			# mandoc prints one line per message, naming file and line.
+			while IFS= read -r line; do
+				[[ $line == "mandoc: $page:"* ]] && fail "$line"
+			done <<<"$out"
+		else
+			pass
+		fi
+	done
+	# Messages that name no page, or a failure that printed none.
+	while IFS= read -r line; do
+		[ -n "$line" ] || continue
+		known=0
+		for page in "${lint[@]}"; do
+			[[ $line == "mandoc: $page:"* ]] && known=1 && break
+		done
+		[ "$known" -eq 1 ] || fail "$line"
+	done <<<"$out"
+	[ -z "$out" ] && [ "$rc" -ne 0 ] &&
+		fail "mandoc -Tlint -Wwarning exited $rc"
+fi
 
 # 3. No page documents a function that is not exported (a stale page).
+declare -A exported
+for sym in $symbols; do
+	exported[$sym]=1
+done
 for page in "$MANDIR"/*.3; do
 	[ -e "$page" ] || continue
-	name=$(basename "$page" .3)
-	if printf '%s\n' "$symbols" | grep -qx "$name"; then
+	name=${page##*/}
+	name=${name%.3}
+	if [ -n "${exported[$name]-}" ]; then
 		pass
 	else
 		fail "$page: $name is not exported by $MAP"
@@ -146,21 +179,54 @@ if ! decls=$(${CC:-cc} -E -P -Iinclude include/lull.h 2>/dev/null); then
 	fail "include/lull.h: ${CC:-cc} -E failed: cannot compare prototypes"
 	finish
 fi
-decls=$(printf '%s\n' "$decls" | tr '\n' ' ' | tr ';' '\n' |
-	sed 's/$/;/' | normalise)
+mapfile -t decl_lines < <(printf '%s\n' "$decls" | tr '\n' ' ' |
+	tr ';' '\n' | sed 's/$/;/' | normalise)
+
+# Each documenting page's SYNOPSIS section as mandoc renders it, on one
+# line "PAGE|SYNOPSIS", all normalised at once: a mandoc run per page and
+# one sed in all.
+declare -A synopsis_of
+rendered=()
+for sym in $symbols; do
+	page=$MANDIR/$sym.3
+	doc=${so_of[$page]-$page}
+	if [ ! -f "$doc" ] || [ -n "${synopsis_of[$doc]+set}" ]; then
+		continue
+	fi
+	synopsis_of[$doc]=""
+	# What sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' prints, overstrikes gone.
+	text=$(mandoc -Tascii "$doc" 2>/dev/null)
+	text=${text//?$'\b'/}
+	if [[ $text == *$'\n'SYNOPSIS* ]]; then
+		text=SYNOPSIS${text#*$'\n'SYNOPSIS}
+		[[ $text == *$'\n'DESCRIPTION* ]] &&
+			text=${text%%$'\n'DESCRIPTION*}$'\n'DESCRIPTION
+	else
+		text=""
+	fi
+	rendered+=("$doc|${text//$'\n'/ }")
+done
+while IFS='|' read -r doc text; do
+	synopsis_of[$doc]=$text
+done < <(printf '%s\n' "${rendered[@]}" | normalise)
+
 for sym in $symbols; do
 	page=$MANDIR/$sym.3
 	[ -f "$page" ] || continue # reported above
-	doc=$(resolve "$page")
+	doc=${so_of[$page]-$page}
 	[ -f "$doc" ] || continue # reported above
-	decl=$(printf '%s\n' "$decls" | grep -E "^[^(]*[ *]$sym\(" | head -n 1)
+	decl=""
+	for line in "${decl_lines[@]}"; do
+		if [[ $line =~ ^[^\(]*[\ *]$sym\( ]]; then
+			decl=$line
+			break
+		fi
+	done
 	if [ -z "$decl" ]; then
 		fail "$page: no declaration of $sym in include/"
 		continue
 	fi
-	synopsis=$(mandoc -Tascii "$doc" 2>/dev/null | sed 's/.\x08//g' |
-		sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | tr '\n' ' ' | normalise)
-	case $synopsis in
+	case ${synopsis_of[$doc]} in
 	*"$decl"*) pass ;;
 	*) fail "$doc: SYNOPSIS does not show the header's $decl" ;;
 	esac

@@ -184,14 +184,14 @@ alone=$out/suites-alone
 : >"$alone"
 
 # The longest first, so that the short ones fill in around them.
+[ -f test/model/park.pml ] && suite "$all" "spin model" \
+	sh scripts/check-model.sh "$scope"
 for t in "$B"/test/tsan/*; do
 	# shellcheck disable=SC2046
 	[ -x "$t" ] && suite "$all" "tsan $(basename "$t")" env \
 		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$t" \
 		$(stress_options tsan "$(basename "$t")")
 done
-[ -f test/model/park.pml ] && suite "$all" "spin model" \
-	sh scripts/check-model.sh "$scope"
 for t in "$B"/test/stress/*; do
 	# shellcheck disable=SC2046
 	[ -x "$t" ] && suite "$all" "stress $(basename "$t")" "$t" \

@@ -32,20 +32,24 @@
 #define LULL_TEST_LIB_LEDGER_H
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+/* One producer's; what each side writes lives 128 bytes from the other. */
 struct ledger_producer {
-	_Atomic uint64_t sent;    /* records committed: seqs 0..sent-1 */
+	/* The producer's side. */
+	alignas(128) _Atomic uint64_t sent; /* committed: seqs 0..sent-1 */
 	_Atomic uint64_t dropped; /* of which aborted (never to arrive) */
-	_Atomic uint64_t got;     /* records handed to the consumer */
-	uint64_t next;            /* the seq the consumer must get next */
 	/* The aborted seqs, ascending: the producer appends under lock. */
 	pthread_mutex_t lock;
 	uint64_t *drops;
 	unsigned ndrops, drops_cap;
-	unsigned drops_seen; /* the consumer's: drops it has skipped */
+	/* The consumer's side. */
+	alignas(128) _Atomic uint64_t got; /* records handed to it */
+	uint64_t next;       /* the seq it must get next */
+	unsigned drops_seen; /* drops it has skipped */
 };
 
 struct ledger {
