@@ -30,8 +30,8 @@
  * record handed out and every result.
  *
  * Build: make build/fuzz/fuzz_region_read (clang, -fsanitize=fuzzer)
- * Run:   build/fuzz/fuzz_region_read -max_total_time=3600 CORPUS_DIR \
- *            test/fuzz/corpus/region_read
+ * Run:   build/fuzz/fuzz_region_read -max_total_time=3600 -max_len=4096 \
+ *            CORPUS_DIR test/fuzz/corpus/region_read
  */
 #include <stdio.h>
 
