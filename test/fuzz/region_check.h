@@ -78,7 +78,13 @@ static void check_record(struct consumer_check *c,
 		require(!c->eproto && !c->poisons);
 		require(rec->len <= c->max_payload);
 		require(p >= c->data + 8);
-		off = (uint64_t)(p - c->data);
+		/*
+		 * By its header, which lies in the data area: an empty
+		 * record in a lane's last 8 bytes has its payload pointer at
+		 * the lane's end, which is the next lane's start or the end
+		 * of the data area (and it reads nothing there).
+		 */
+		off = (uint64_t)(p - c->data) - 8;
 		require(off < c->lanes * c->capacity);
 		/* Within one lane: never across the end of its data. */
 		end = c->data + (off / c->capacity + 1) * c->capacity;
