@@ -483,6 +483,15 @@ static void lull_consume(struct run *run, struct consumer_state *cs)
 			break;
 		}
 	}
+	/*
+	 * A LANES ring promises order per producer only: the end record,
+	 * written on the last producer's lane after every other producer was
+	 * done (tp_producers_done()), may come before other lanes' last
+	 * records.  They were committed before it, so they are readable now.
+	 */
+	while (cfg->kind == RING_LULL_LANES && !cs->poisoned &&
+	       lull_ring_read(ring, handler, cs, batch) > 0)
+		;
 	if (cs->poisoned)
 		tp_run_fail(run, "%s: poison record: the ring was shut down",
 			    cfg->ring->name);
