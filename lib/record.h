@@ -72,6 +72,26 @@ static inline uint64_t lull__wrap_padding(uint64_t pos, uint64_t mask,
 	return off + size > mask + 1 ? mask + 1 - off : 0;
 }
 
+/*
+ * Zero [from, to) of a lane's data area @data (positions free-running,
+ * @mask the capacity - 1), which may wrap.  The consumer zeroes what it
+ * consumed; a lane producer what it wrote and then abandoned.  Either way
+ * a header nobody wrote yet must read 0 on the next lap.
+ */
+static inline void lull__zero_span(unsigned char *data, uint64_t mask,
+				   uint64_t from, uint64_t to)
+{
+	uint64_t off = from & mask;
+	uint64_t len = to - from;
+	uint64_t first = mask + 1 - off;
+
+	if (first > len)
+		first = len;
+	memset(data + off, 0, first);
+	if (len > first)
+		memset(data, 0, len - first);
+}
+
 /* Shared argument checks for the write paths. */
 static inline int lull__check_record(const struct lull_producer *prod,
 				     int32_t type, size_t len)

@@ -258,20 +258,6 @@ static void claim_commit(struct lull_producer *prod)
 	lane_leave(prod);
 }
 
-/* Zero [from, to) of a lane's data area, which may wrap. */
-static void lane_zero(struct lull_producer *prod, uint64_t from, uint64_t to)
-{
-	uint64_t off = from & prod->mask;
-	uint64_t len = to - from;
-	uint64_t first = prod->mask + 1 - off;
-
-	if (first > len)
-		first = len;
-	memset(prod->data + off, 0, first);
-	if (len > first)
-		memset(prod->data, 0, len - first);
-}
-
 /* Drop the claim: the consumer never sees any of it. */
 static void claim_abort(struct lull_producer *prod)
 {
@@ -286,7 +272,7 @@ static void claim_abort(struct lull_producer *prod)
 		 * right now), or on the next lap the consumer could take a
 		 * header written here, or a stale payload byte, for a record.
 		 */
-		lane_zero(prod, start + LULL_RECORD_HEADER_SIZE, end);
+		lull__zero_span(prod->data, prod->mask, start + LULL_RECORD_HEADER_SIZE, end);
 		lane_leave(prod);
 		return;
 	}
@@ -394,7 +380,7 @@ static int lane_write_batch(struct lull_producer *prod,
 	return 0;
 undo:
 	if (pos > tail + LULL_RECORD_HEADER_SIZE)
-		lane_zero(prod, tail + LULL_RECORD_HEADER_SIZE, pos);
+		lull__zero_span(prod->data, prod->mask, tail + LULL_RECORD_HEADER_SIZE, pos);
 	lane_leave(prod);
 	return ret;
 }

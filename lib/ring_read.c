@@ -137,21 +137,6 @@ static inline bool record_more(const struct lull_record *rec)
 	       LULL_LENGTH_BATCH_MORE;
 }
 
-/* Zero [from, to) of a lane's data area, which may wrap. */
-static void zero_span(const struct lull_ring *ring, struct lull_cursor *cur,
-		      uint64_t from, uint64_t to)
-{
-	uint64_t off = from & ring->mask;
-	uint64_t len = to - from;
-	uint64_t first = ring->mask + 1 - off;
-
-	if (first > len)
-		first = len;
-	memset(cur->data + off, 0, first);
-	if (len > first)
-		memset(cur->data, 0, len - first);
-}
-
 /* Publish a lane's new head and wake producers waiting for room. */
 static inline void head_publish(struct lull_ring *ring, struct lull_cursor *cur,
 				uint64_t to)
@@ -180,7 +165,7 @@ static inline void advance_head(struct lull_ring *ring, struct lull_cursor *cur,
 	 * shutdown skips records without coming here: it must not write
 	 * under producers still finishing them.
 	 */
-	zero_span(ring, cur, cur->head, to);
+	lull__zero_span(cur->data, ring->mask, cur->head, to);
 	head_publish(ring, cur, to);
 }
 

@@ -361,6 +361,36 @@ typedef int tp_send_fn(struct producer *p, struct config *cfg,
 		       unsigned char *msg, uint64_t value,
 		       struct send_state *st);
 
+/*
+ * A producer's run is over (@r: its last send's result): report a
+ * failure, add its counts to the run's (relaxed: main reads them after
+ * joining every thread), and tell the consumer when it was the last.
+ */
+static inline void tp_produce_end(struct producer *p, int r, uint64_t seq,
+				  uint64_t sum, const struct send_state *st)
+{
+	struct run *run = p->run;
+	struct config *cfg = run->cfg;
+
+	if (r && r != -ECANCELED) {
+		p->err = r;
+		tp_run_fail(run, "%s: producer %u: write failed: %s",
+			    cfg->ring->name, p->id,
+			    cfg->ring->kernel ? strerror(-r) :
+						lull_strerror(r));
+	}
+	atomic_fetch_add_explicit(&run->sent, seq, memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->sent_sum, sum, memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_waits, st->bo.waits,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_yields, st->bo.yields,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&run->prod_syscalls, st->syscalls,
+				  memory_order_relaxed);
+	tp_account_cpu(run);
+	tp_producers_done(run, 1, p->handle);
+}
+
 static inline __attribute__((always_inline)) void
 tp_produce(struct producer *p, unsigned char *msg, tp_send_fn *send)
 {
@@ -389,23 +419,7 @@ tp_produce(struct producer *p, unsigned char *msg, tp_send_fn *send)
 		bench_backoff_reset(&st.bo);
 		sum += value;
 	}
-	if (r && r != -ECANCELED) {
-		p->err = r;
-		tp_run_fail(run, "%s: producer %u: write failed: %s",
-			    cfg->ring->name, p->id,
-			    cfg->ring->kernel ? strerror(-r) :
-						lull_strerror(r));
-	}
-	atomic_fetch_add_explicit(&run->sent, seq, memory_order_relaxed);
-	atomic_fetch_add_explicit(&run->sent_sum, sum, memory_order_relaxed);
-	atomic_fetch_add_explicit(&run->prod_waits, st.bo.waits,
-				  memory_order_relaxed);
-	atomic_fetch_add_explicit(&run->prod_yields, st.bo.yields,
-				  memory_order_relaxed);
-	atomic_fetch_add_explicit(&run->prod_syscalls, st.syscalls,
-				  memory_order_relaxed);
-	tp_account_cpu(run);
-	tp_producers_done(run, 1, p->handle);
+	tp_produce_end(p, r, seq, sum, &st);
 }
 
 /*
@@ -451,23 +465,7 @@ tp_produce_batch(struct producer *p, unsigned char *msg,
 			sum += values[i];
 		seq += n;
 	}
-	if (r && r != -ECANCELED) {
-		p->err = r;
-		tp_run_fail(run, "%s: producer %u: write failed: %s",
-			    cfg->ring->name, p->id,
-			    cfg->ring->kernel ? strerror(-r) :
-						lull_strerror(r));
-	}
-	atomic_fetch_add_explicit(&run->sent, seq, memory_order_relaxed);
-	atomic_fetch_add_explicit(&run->sent_sum, sum, memory_order_relaxed);
-	atomic_fetch_add_explicit(&run->prod_waits, st.bo.waits,
-				  memory_order_relaxed);
-	atomic_fetch_add_explicit(&run->prod_yields, st.bo.yields,
-				  memory_order_relaxed);
-	atomic_fetch_add_explicit(&run->prod_syscalls, st.syscalls,
-				  memory_order_relaxed);
-	tp_account_cpu(run);
-	tp_producers_done(run, 1, p->handle);
+	tp_produce_end(p, r, seq, sum, &st);
 }
 
 /*
