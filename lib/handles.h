@@ -12,8 +12,11 @@
 #include <stdbool.h>
 
 #include "region.h"
+#include "sys.h"
 
 struct lull_loop;
+struct lull_watch;
+struct lull_uwait;
 
 /* The consumer's private view of one lane of its region. */
 struct lull_cursor {
@@ -41,6 +44,8 @@ struct lull_ring {
 	uint64_t region_size;
 	bool owns_region;
 	bool is_consumer;
+	int shm_fd;          /* shared through a descriptor: ours, or -1 */
+	uint64_t map_size;   /* shm_fd's mapping, unmapped at destroy */
 	/* Producers attached through this handle, for lull_ring_destroy(). */
 	_Atomic uint32_t attached;
 
@@ -60,6 +65,7 @@ struct lull_ring {
 	 */
 	uint8_t closing;     /* LULL_CLOSING_* */
 	bool peeked_closure; /* the peeked record is the fatal or poison */
+	bool peeked_notice;  /* the peeked record is a death notice */
 	uint64_t peek_end;   /* where release moves the head */
 	struct lull_record peek_rec; /* what the peek handed out */
 	/* The fatal report as the region held it at the seal, checked: the
@@ -86,6 +92,9 @@ struct lull_ring {
 	struct lull_loop *loop; /* the loop it is attached to, if any */
 	/* The link timeout's duration: the kernel reads it at submission. */
 	struct __kernel_timespec uring_timeout;
+
+	/* LULL_REGION_SHARED, consumer only: the producer processes. */
+	struct lull_watch *watch;
 
 	/* One per lane of the region. */
 	struct lull_cursor cursor[];
@@ -122,6 +131,15 @@ struct lull_producer {
 	bool thread_bound;
 	pthread_t owner;
 	struct lull_producer *bound_next;
+
+	/*
+	 * LULL_REGION_SHARED: our slot, where MPSC claims are announced,
+	 * and a pidfd of the consumer's process (-1: none yet, or ours).
+	 */
+	struct lull_slot *slot;
+	int consumer_pidfd;
+	int32_t consumer_pid;
+	struct lull_uwait *uwait; /* lull_producer_wait()'s sleep */
 
 	/* The outstanding claim, if any. */
 	bool claimed;
@@ -173,6 +191,168 @@ uint32_t lull__shutdown(struct lull_region *region, uint32_t mode,
  */
 void lull__shutdown_by_consumer(struct lull_ring *ring, unsigned how,
 				uint32_t extra);
+
+/*
+ * ring_setup.c, for ring_share.c: lay out a region of @size bytes at @mem
+ * (@region_flags LULL_REGION_*; @fresh: memory known to read zero) and
+ * make its handle, holding the consumer role when @consumer; and open a
+ * region laid out before (@flags LULL_OPEN_*), which must be shared when
+ * @shared.  Return 0 or a negative errno, as the public calls.
+ */
+int lull__ring_make(struct lull_ring **ringp, void *mem, size_t size,
+		    size_t capacity, unsigned flags, uint32_t region_flags,
+		    bool fresh, bool consumer);
+int lull__ring_open(struct lull_ring **ringp, void *mem, size_t size,
+		    unsigned flags, bool shared);
+/* Bytes a region of that topology and those LULL_REGION_* flags takes,
+ * or -EINVAL. */
+ssize_t lull__region_size(size_t capacity, unsigned flags,
+			  uint32_t region_flags);
+
+/* The slot table of a LULL_REGION_SHARED region, after the data. */
+static inline struct lull_slot *lull__slots(const struct lull_ring *ring)
+{
+	return (struct lull_slot *)((unsigned char *)ring->region +
+				    ring->region_size - LULL_SLOTS_SIZE);
+}
+
+/*
+ * Producer of a shared region, on a slow path (a full ring, a wait): has
+ * the consumer's process died?  Then the region is shut down, and true
+ * (ring_death.c).
+ */
+bool lull__consumer_gone(struct lull_producer *prod);
+
+/*
+ * A producer of a shared region takes a slot (holding @lane) at attach,
+ * and gives it back at detach.  Take returns 0 or -EBUSY (every slot
+ * taken), or the error of reading /proc.
+ */
+int lull__slot_take(struct lull_producer *prod, const struct lull_ring *ring,
+		    uint32_t lane);
+void lull__slot_give(struct lull_producer *prod);
+
+/* A process's start time, field 22 of /proc/@pid/stat. */
+int lull__proc_start(int32_t pid, uint64_t *startp);
+
+/*
+ * Consumer (ring_read.c): consume a lane up to @to (zeroed, head
+ * published); and find the region corrupt, as a read does.
+ */
+void lull__consume_to(struct lull_ring *ring, struct lull_cursor *cur,
+		      uint64_t to);
+void lull__ring_corrupt(struct lull_ring *ring);
+
+/*
+ * A full ring: -EAGAIN, or -EPIPE when the ring is shared and its
+ * consumer's process is gone (then shut down).
+ */
+static inline int lull__full(struct lull_producer *prod)
+{
+	return unlikely(prod->slot != NULL) && lull__consumer_gone(prod)
+		       ? -EPIPE
+		       : -EAGAIN;
+}
+
+/* park.h's wake-up, for lull__claim_given_up(). */
+void lull__wake_region(struct lull_region *region, uint32_t seen,
+		       int32_t pid);
+
+/*
+ * MPSC claims in a shared region, announced in the producer's slot
+ * (region.h, struct lull_slot) so that the consumer can tell a dead
+ * producer's claim from a live one's.  No-ops elsewhere.
+ *
+ * try: before each CAS of the shared tail, the span it would claim.  The
+ * release fence pairs with the consumer's acquire load of tail: a
+ * consumer that sees the tail this CAS (or any later one) stored sees
+ * the announcement too.
+ */
+static inline void lull__claim_try(struct lull_producer *prod, uint64_t start,
+				   uint64_t end)
+{
+	struct lull_slot *slot = prod->slot;
+
+	if (likely(!slot))
+		return;
+	atomic_store_explicit(&slot->claim_start, start, memory_order_relaxed);
+	atomic_store_explicit(&slot->claim_end, end, memory_order_relaxed);
+	atomic_store_explicit(&slot->claim_phase, LULL_CLAIM_TRYING,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+/*
+ * won: the CAS took the span; said before anything is written into it.
+ * The fence pairs with the consumer's acquire load of a header there:
+ * one that sees anything of the claim sees it owned.
+ */
+static inline void lull__claim_won(struct lull_producer *prod)
+{
+	if (likely(!prod->slot))
+		return;
+	atomic_store_explicit(&prod->slot->claim_phase, LULL_CLAIM_OWNED,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+/*
+ * done: committed or aborted (after its release store).  Release pairs
+ * with the consumer's acquire of the phase: NONE means the commit shows.
+ */
+static inline void lull__claim_done(struct lull_producer *prod)
+{
+	if (likely(!prod->slot))
+		return;
+	atomic_store_explicit(&prod->slot->claim_phase, LULL_CLAIM_NONE,
+			      memory_order_release);
+}
+
+/*
+ * given up (a full or closed ring) after a try: no claim.  A consumer
+ * recovering a dead producer's claim may be waiting for exactly this
+ * (our try held the position it is stuck at): wake it.
+ */
+static inline void lull__claim_given_up(struct lull_producer *prod)
+{
+	if (likely(!prod->slot))
+		return;
+	lull__claim_done(prod);
+	if (atomic_load_explicit(&prod->region->recovering,
+				 memory_order_seq_cst)) {
+		uint32_t seen = atomic_load_explicit(&prod->region->park,
+						     memory_order_seq_cst);
+
+		if (seen != LULL_PARK_AWAKE)
+			lull__wake_region(prod->region, seen, prod->pid);
+	}
+}
+
+/* A handle takes (@taken) or gives up the consumer role of a shared
+ * region: its process is published for producers to watch, or cleared. */
+void lull__consumer_announce(struct lull_ring *ring, bool taken);
+
+/*
+ * Consumer of a shared region: take note of producers attached or gone,
+ * and with @reap of the processes that died (a system call), then recover
+ * what dead ones held (ring_death.c).  Cheap when nothing changed.
+ */
+void lull__watch_sync(struct lull_ring *ring, bool reap);
+/*
+ * Consumer of a shared region: sleep on the park word (holding @how) for
+ * at most @slice ns, or until a watched producer process dies.  Returns
+ * as lull__futex_wait().
+ */
+int lull__watch_sleep(struct lull_ring *ring, uint32_t how, uint64_t slice);
+/* Is anything for the watch to do (a roster change, a death notice due,
+ * a recovery that may progress)? */
+bool lull__watch_pending(const struct lull_ring *ring);
+/* Hand out a due death notice as a record: 1, or 0 when none is due. */
+int lull__watch_notice(struct lull_ring *ring, struct lull_record *rec);
+/* The notice handed out by lull__watch_notice() was consumed. */
+void lull__watch_notice_consume(struct lull_ring *ring);
+/* The consumer's per-process watch state, freed with the handle. */
+void lull__watch_free(struct lull_ring *ring);
 
 /* The region's state word, for producers' fast checks. */
 static inline uint32_t lull__state(const struct lull_region *region)

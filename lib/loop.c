@@ -315,6 +315,7 @@ LULL_EXPORT int lull_loop_run(struct lull_loop *loop)
 		return ret;
 	loop->running = true;
 	loop->stops_at_run = loop->stops_seen;
+	lull__loop_watch_arm(loop);
 	for (;;) {
 		if (lull__loop_stop_pending(loop))
 			stop_rings(loop);

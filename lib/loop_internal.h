@@ -73,6 +73,8 @@ struct loop_ring {
 	bool futex_armed; /* uring-futex: a wait on its park word in flight */
 	bool detached;    /* freed when that wait completes */
 	struct loop_ring *next_detached; /* the backend's detached list */
+	/* A shared ring's producer processes (loop_rings.c), or NULL. */
+	struct loop_watch *watch;
 };
 
 /* A user SQE in flight, or one the epoll backend emulates. */
@@ -209,6 +211,10 @@ struct loop_backend {
 	 */
 	int (*wait)(struct lull_loop *loop, uint64_t timeout_ns, bool parked);
 };
+
+/* Arm the watch of every shared ring that has none in flight: at each
+ * run's start, since a stop cancels them (loop_rings.c). */
+void lull__loop_watch_arm(struct lull_loop *loop);
 
 /* The backend for @backend (enum lull_backend), or NULL (loop_backend.c). */
 const struct loop_backend *lull__loop_backend(int backend);

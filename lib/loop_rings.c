@@ -5,6 +5,7 @@
  * How a ring's producers wake the loop is its backend's business
  * (ring_attached, ring_detached).
  */
+#include <poll.h>
 #include <stdlib.h>
 
 #include "loop_internal.h"
@@ -31,6 +32,74 @@ static void ring_unhook(struct lull_loop *loop, struct loop_ring *lr)
 	lr->ring->loop = NULL;
 }
 
+/*
+ * A shared ring's producer processes, watched by the loop: a poll of the
+ * ring's watch descriptor (ring_death.c), as one of the loop's own SQEs,
+ * whose completion lets the ring take note of the deaths and recover.
+ * The watch is its own object: its last completion may come after the
+ * ring left the loop (and was destroyed), and then frees it alone.
+ */
+struct loop_watch {
+	struct lull_ring *ring;
+	bool armed;    /* its poll is in flight */
+	bool detached; /* the ring left the loop: free at the completion */
+};
+
+static void watch_arm(struct lull_loop *loop, struct loop_watch *lw);
+
+static void watch_cqe(struct lull_loop *loop, int res, uint32_t flags,
+		      void *ctx)
+{
+	struct loop_watch *lw = ctx;
+
+	(void)flags;
+	lw->armed = false;
+	if (lw->detached) {
+		free(lw);
+		return;
+	}
+	(void)lull_ring_watch(lw->ring);
+	/* Cancelled: the loop stops; armed again by the next run. */
+	if (res != -ECANCELED)
+		watch_arm(loop, lw);
+}
+
+static void watch_arm(struct lull_loop *loop, struct loop_watch *lw)
+{
+	struct io_uring_sqe *sqe;
+	int fd;
+
+	if (lw->armed || lw->detached || loop->stopping)
+		return;
+	fd = lull_ring_watch_fd(lw->ring);
+	if (fd < 0 || lull_loop_sqe(loop, watch_cqe, lw, &sqe) < 0)
+		return; /* deaths are then noticed at the ring's next read */
+	io_uring_prep_poll_add(sqe, fd, POLLIN);
+	lw->armed = true;
+}
+
+void lull__loop_watch_arm(struct lull_loop *loop)
+{
+	for (unsigned i = 0; i < loop->nrings; i++)
+		if (loop->rings[i]->watch)
+			watch_arm(loop, loop->rings[i]->watch);
+}
+
+static void watch_drop(struct lull_loop *loop, struct loop_ring *lr)
+{
+	struct loop_watch *lw = lr->watch;
+
+	if (!lw)
+		return;
+	lr->watch = NULL;
+	if (!lw->armed) {
+		free(lw);
+		return;
+	}
+	lw->detached = true;
+	(void)lull_loop_cancel(loop, lw);
+}
+
 LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 				 struct lull_ring *ring, lull_record_fn fn,
 				 void *ctx, unsigned batch)
@@ -44,6 +113,10 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 		return -EPERM;
 	if (ring->loop || ring->uring_pending)
 		return -EBUSY;
+	/* Only a futex wait can be woken from another process. */
+	if ((ring->flags & LULL_REGION_SHARED) &&
+	    loop->backend != LULL_BACKEND_URING_FUTEX)
+		return -EOPNOTSUPP;
 	if (loop->nrings == loop->rings_cap) {
 		cap = loop->rings_cap ? loop->rings_cap * 2 : 8;
 		grown = realloc(loop->rings, cap * sizeof(*grown));
@@ -59,10 +132,20 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 	lr->fn = fn;
 	lr->ctx = ctx;
 	lr->batch = batch ? batch : LOOP_DEFAULT_BATCH;
+	if (ring->flags & LULL_REGION_SHARED) {
+		lr->watch = calloc(1, sizeof(*lr->watch));
+		if (!lr->watch) {
+			free(lr);
+			return -ENOMEM;
+		}
+		lr->watch->ring = ring;
+	}
 	loop->rings[loop->nrings++] = lr;
 	ring->loop = loop;
 	loop->be->ring_attached(loop, lr);
 	recompute_asym(loop);
+	if (lr->watch && loop->running)
+		watch_arm(loop, lr->watch);
 	/* A stopping loop waits for every ring's end: this one's too. */
 	if (loop->stopping)
 		lull_ring_shutdown(ring, LULL_SHUTDOWN_GRACEFUL);
@@ -85,6 +168,7 @@ LULL_EXPORT int lull_loop_detach(struct lull_loop *loop,
 	lr = loop->rings[i];
 	loop->rings[i] = loop->rings[--loop->nrings];
 	ring_unhook(loop, lr);
+	watch_drop(loop, lr);
 	recompute_asym(loop);
 	/* A wait of the backend's may still point at lr: then it frees lr. */
 	if (!loop->be->ring_detached(loop, lr))

@@ -197,5 +197,7 @@ LULL_EXPORT int lull_ring_stats(const struct lull_ring *ring,
 					       memory_order_relaxed);
 	st->corruptions = atomic_load_explicit(&ring->corruptions,
 					       memory_order_relaxed);
+	st->producer_deaths = atomic_load_explicit(&region->deaths,
+						   memory_order_relaxed);
 	return 0;
 }

@@ -62,6 +62,10 @@ LULL_EXPORT int lull_uring_park_arm(struct lull_ring *ring,
 	if (io_uring_sq_space_left(uring) < (safety ? 2u : 1u))
 		return -EBUSY;
 	backend = uring_backend(ring);
+	/* An eventfd cannot be written from another process. */
+	if (backend == LULL_BACKEND_URING_EVENTFD &&
+	    (ring->flags & LULL_REGION_SHARED))
+		return -EOPNOTSUPP;
 	if (backend == LULL_BACKEND_URING_EVENTFD) {
 		ret = lull__ring_eventfd(ring);
 		if (ret < 0)

@@ -109,7 +109,7 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 {
 	struct lull_region *region;
 	struct lull_producer *prod;
-	int lane = 0;
+	int lane = 0, ret;
 
 	if (!ring || !prodp || (flags & ~LULL_PRODUCER_THREAD))
 		return -EINVAL;
@@ -147,7 +147,23 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 		free(prod);
 		return -EPIPE;
 	}
+	prod->ring = ring;
+	prod->region = region;
+	prod->asym_barrier = ring->flags & LULL_REGION_ASYM_BARRIER;
+	prod->pid = (int32_t)getpid();
+	prod->consumer_pidfd = -1;
+	if (ring->flags & LULL_REGION_SHARED) {
+		ret = lull__slot_take(prod, ring, (uint32_t)lane);
+		if (ret < 0) {
+			atomic_fetch_sub_explicit(&region->producers, 1,
+						  memory_order_relaxed);
+			lane_give_back(prod);
+			free(prod);
+			return ret;
+		}
+	}
 	if ((flags & LULL_PRODUCER_THREAD) && bind_to_thread(prod) < 0) {
+		lull__slot_give(prod);
 		atomic_fetch_sub_explicit(&region->producers, 1,
 					  memory_order_relaxed);
 		lane_give_back(prod);
@@ -156,13 +172,9 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	}
 	atomic_fetch_add_explicit(&ring->attached, 1, memory_order_relaxed);
 
-	prod->ring = ring;
-	prod->region = region;
 	prod->data = ring->cursor[lane].data;
 	prod->mask = ring->mask;
 	prod->max_record = ring->max_record;
-	prod->asym_barrier = ring->flags & LULL_REGION_ASYM_BARRIER;
-	prod->pid = (int32_t)getpid();
 	/* Pairs with the consumer's release store of head. */
 	prod->head_cache = atomic_load_explicit(&prod->lane->head,
 						memory_order_acquire);
@@ -193,6 +205,7 @@ LULL_EXPORT int lull_producer_detach(struct lull_producer *prod)
 		(void)(prod->mode == LULL_RING_MPSC ? lull_mpsc_abort(prod)
 						    : lull_spsc_abort(prod));
 	lane_give_back(prod);
+	lull__slot_give(prod);
 	/*
 	 * seq_cst keeps it ordered with the state check of a racing attach.
 	 * The last one out closes the ring, as a channel closes with its

@@ -7,8 +7,36 @@
  * head, barriers and wakes it if registered (lull__space_notify() in
  * park.h, lull__space_wake() in wake.c).
  */
+#include <stdlib.h>
+
 #include "park.h"
 #include "record.h"
+#include "uring_compat.h"
+
+/*
+ * The sleep of a producer of a shared region whose consumer lives in
+ * another process: on the room word and that process's pidfd at once, so
+ * that its death ends the wait (ring_death.c).  Elsewhere, or without an
+ * io_uring futex wait here, a futex wait on the word alone.
+ */
+static void room_sleep(struct lull_producer *prod, uint32_t seq,
+		       uint64_t slice)
+{
+	struct lull_region *region = prod->region;
+	bool died;
+	int ret = -EOPNOTSUPP;
+
+	if (prod->slot && prod->consumer_pidfd >= 0) {
+		if (!prod->uwait)
+			prod->uwait = calloc(1, sizeof(*prod->uwait));
+		if (prod->uwait)
+			ret = lull__uwait(prod->uwait, &region->space_seq, seq,
+					  prod->consumer_pidfd, slice, &died);
+	}
+	if (ret == -EOPNOTSUPP || ret == -ENOSYS || ret == -EPERM ||
+	    ret == -ENOMEM)
+		lull__futex_wait(&region->space_seq, seq, slice);
+}
 
 /*
  * Whether a record of @size bytes (header included, padded) fits now at
@@ -31,9 +59,10 @@ static bool producer_has_room(struct lull_producer *prod, uint64_t size)
 	return tail + pad + size - prod->head_cache <= prod->mask + 1;
 }
 
-static bool producer_wait_closed(const struct lull_producer *prod)
+static bool producer_wait_closed(struct lull_producer *prod)
 {
-	return lull__state(prod->region) & LULL_STATE_CLOSED;
+	return (lull__state(prod->region) & LULL_STATE_CLOSED) ||
+	       lull__consumer_gone(prod);
 }
 
 LULL_EXPORT int lull_producer_wait(struct lull_producer *prod, size_t len,
@@ -97,7 +126,7 @@ LULL_EXPORT int lull_producer_wait(struct lull_producer *prod, size_t len,
 		if (!producer_wait_closed(prod) &&
 		    !producer_has_room(prod, size))
 			/* Returns at once if the word moved since we read it. */
-			lull__futex_wait(&region->space_seq, seq, slice);
+			room_sleep(prod, seq, slice);
 		/* Relaxed: a count; one that reads high for a moment costs
 		 * the consumer one needless wake-up, never a lost one. */
 		atomic_fetch_sub_explicit(&region->space_waiters, 1,

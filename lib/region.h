@@ -23,7 +23,7 @@
 #define LULL_LINE_PAIR 128
 
 #define LULL_REGION_MAGIC 0x6c756c6cu /* "lull" */
-#define LULL_LAYOUT_VERSION 3u
+#define LULL_LAYOUT_VERSION 4u
 #define LULL_REGION_LANES_OFFSET 1024u
 
 /*
@@ -105,6 +105,25 @@ struct lull_region {
 	/* Attached producers, and whether a handle holds the consumer role. */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t producers;
 	_Atomic uint32_t consumer;
+	/*
+	 * LULL_REGION_SHARED only (ring_death.c): roster_gen is bumped by
+	 * every attach and detach, so that the consumer watches the
+	 * processes in the slot table; recovering counts the dead
+	 * producers whose claim or lane the consumer has not recovered
+	 * yet (producers that give up a claim then wake it); deaths counts
+	 * the producers found dead.
+	 */
+	_Atomic uint32_t roster_gen;
+	_Atomic uint32_t recovering;
+	_Atomic uint64_t deaths;
+	/*
+	 * LULL_REGION_SHARED only: the consumer's process, and its start
+	 * time (as in a slot), stored when a handle takes the consumer role
+	 * and cleared when it gives it up, so that producers in other
+	 * processes watch it through a pidfd (producer_death.c).
+	 */
+	_Atomic int32_t consumer_pid;
+	_Atomic uint64_t consumer_start;
 
 	/*
 	 * The park line.  Producers load park after every commit, so nothing
@@ -125,7 +144,6 @@ struct lull_region {
 	_Atomic int32_t wake_pid;
 	_Atomic uint32_t wakers;
 	_Atomic uint64_t wakes;
-
 	/*
 	 * The fatal report: fatal_state 0 free, 1 taken by the first
 	 * lull_ring_fatal(), whose caller then owns the fields; the shutdown
@@ -186,7 +204,15 @@ struct lull_region {
  * anonymous memory): its futex waits may be private ones.
  */
 #define LULL_REGION_PRIVATE 2u
-#define LULL_REGION_FLAGS (LULL_REGION_ASYM_BARRIER | LULL_REGION_PRIVATE)
+/*
+ * Made to be shared between processes (lull_ring_create_shared(),
+ * lull_ring_create_named()): the producer slot table follows the data
+ * area, and each side watches the other's processes (ring_death.c).
+ * Parks on an eventfd are refused, since no other process can write it.
+ */
+#define LULL_REGION_SHARED 4u
+#define LULL_REGION_FLAGS                                                    \
+	(LULL_REGION_ASYM_BARRIER | LULL_REGION_PRIVATE | LULL_REGION_SHARED)
 
 static_assert(offsetof(struct lull_region, parks) == 128, "region layout");
 static_assert(offsetof(struct lull_region, producers) == 256,
@@ -211,6 +237,48 @@ static inline struct lull_lane *lull__lane(struct lull_region *region,
 				    LULL_REGION_LANES_OFFSET) +
 	       i;
 }
+
+/*
+ * A producer slot of a LULL_REGION_SHARED region: one per attached
+ * producer, in a table of LULL_PRODUCER_SLOTS after the data area.  The
+ * producer's process fills it at attach; the consumer watches that process
+ * (a pidfd) and, when it dies, recovers what the slot says it held.
+ *
+ *   state        FREE, TAKEN (being filled), LIVE, DEAD (found dead by
+ *                the consumer, not recovered yet)
+ *   pid, start   the producer's process, and its start time in clock
+ *                ticks since boot (/proc/PID/stat), so that a pid reused
+ *                by another process is not taken for it
+ *   lane         SPSC and LANES: the lane it holds
+ *   claim_*      MPSC: the claim it is trying or holding.  Before every
+ *                CAS of the shared tail it stores [claim_start,
+ *                claim_end) and claim_phase CLAIM_TRYING; after a CAS
+ *                that won, CLAIM_OWNED, before it writes anything into
+ *                the claim; after the commit or abort, CLAIM_NONE.  So a
+ *                consumer stuck at a record nobody commits can tell a
+ *                dead producer's claim from a live one's (ring_death.c).
+ */
+#define LULL_SLOT_FREE 0u
+#define LULL_SLOT_TAKEN 1u
+#define LULL_SLOT_LIVE 2u
+#define LULL_SLOT_DEAD 3u
+
+#define LULL_CLAIM_NONE 0u
+#define LULL_CLAIM_TRYING 1u
+#define LULL_CLAIM_OWNED 2u
+
+struct lull_slot {
+	alignas(64) _Atomic uint32_t state;
+	_Atomic int32_t pid;
+	_Atomic uint64_t start;
+	_Atomic uint32_t lane;
+	_Atomic uint32_t claim_phase;
+	_Atomic uint64_t claim_start;
+	_Atomic uint64_t claim_end;
+};
+
+static_assert(sizeof(struct lull_slot) == 64, "slot layout");
+#define LULL_SLOTS_SIZE ((uint64_t)LULL_PRODUCER_SLOTS * sizeof(struct lull_slot))
 
 /*
  * A record header in the data area.  length is the header plus the payload

@@ -170,7 +170,7 @@ static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
 	end = batch_end(prod, src, tail, &first);
 	if (unlikely(!lane_room(prod, end))) {
 		lane_leave(prod);
-		return -EAGAIN;
+		return lull__full(prod);
 	}
 	/* The gate is the tail: padding, or the first record. */
 	batch_place(prod, src, tail, tail, end);
@@ -203,16 +203,22 @@ static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
 	/* Relaxed: the CAS validates it. */
 	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
 	for (;;) {
-		if (unlikely(tail & LULL_TAIL_CLOSED))
+		if (unlikely(tail & LULL_TAIL_CLOSED)) {
+			lull__claim_given_up(prod);
 			return -EPIPE;
+		}
 		end = batch_end(prod, src, tail, &first);
 		if (unlikely((int64_t)(end - prod->head_cache) > (int64_t)cap)) {
 			/* Pairs with the consumer's release store of head. */
 			prod->head_cache = atomic_load_explicit(
 				&lane->head, memory_order_acquire);
-			if ((int64_t)(end - prod->head_cache) > (int64_t)cap)
-				return -EAGAIN;
+			if ((int64_t)(end - prod->head_cache) >
+			    (int64_t)cap) {
+				lull__claim_given_up(prod);
+				return lull__full(prod);
+			}
 		}
+		lull__claim_try(prod, tail, end);
 		/* Relaxed: as in mpsc_reserve(). */
 		if (atomic_compare_exchange_weak_explicit(
 			    &lane->tail, &tail, end, memory_order_relaxed,
@@ -220,6 +226,7 @@ static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
 			break;
 		prod->claim_retries++;
 	}
+	lull__claim_won(prod);
 	if (first != tail) {
 		hdr = lull__header_at(prod->data, prod->mask, tail);
 		hdr->type = LULL_TYPE_PADDING;
@@ -251,6 +258,7 @@ static void claim_commit(struct lull_producer *prod)
 	atomic_store_explicit(&hdr->length, (int32_t)prod->claim_length,
 			      memory_order_release);
 	if (prod->mode == LULL_RING_MPSC) {
+		lull__claim_done(prod);
 		lull__notify(prod);
 		return;
 	}
@@ -294,6 +302,7 @@ static void claim_abort(struct lull_producer *prod)
 	/* Pairs with the consumer's acquire load of length. */
 	atomic_store_explicit(&hdr->length, (int32_t)first,
 			      memory_order_release);
+	lull__claim_done(prod);
 	/* A padding can make the records behind it readable. */
 	lull__notify(prod);
 }
@@ -346,7 +355,7 @@ static int lane_write_batch(struct lull_producer *prod,
 		}
 		pad = lull__wrap_padding(pos, prod->mask, size);
 		if (unlikely(!lane_room(prod, pos + pad + size))) {
-			ret = -EAGAIN;
+			ret = lull__full(prod);
 			goto undo;
 		}
 		if (unlikely(pad)) {

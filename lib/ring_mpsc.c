@@ -36,8 +36,10 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 		 * Closed is a bit of tail itself, so the CAS that claims
 		 * space also proves the ring was open at that instant.
 		 */
-		if (unlikely(tail & LULL_TAIL_CLOSED))
+		if (unlikely(tail & LULL_TAIL_CLOSED)) {
+			lull__claim_given_up(prod);
 			return -EPIPE;
+		}
 		pad = lull__wrap_padding(tail, prod->mask, size);
 		end = tail + pad + size;
 		/*
@@ -53,9 +55,12 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 			 */
 			prod->head_cache = atomic_load_explicit(
 				&lane->head, memory_order_acquire);
-			if ((int64_t)(end - prod->head_cache) > (int64_t)cap)
-				return -EAGAIN;
+			if ((int64_t)(end - prod->head_cache) > (int64_t)cap) {
+				lull__claim_given_up(prod);
+				return lull__full(prod);
+			}
 		}
+		lull__claim_try(prod, tail, end);
 		/*
 		 * Relaxed: the CAS only has to be atomic.  The space it hands
 		 * us was made writable by the acquire of head above, and the
@@ -69,6 +74,7 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 		/* Private to this producer: lull_producer_stats(). */
 		prod->claim_retries++;
 	}
+	lull__claim_won(prod);
 
 	if (pad) {
 		hdr = lull__header_at(prod->data, prod->mask, tail);
@@ -101,6 +107,7 @@ static inline void mpsc_commit_at(struct lull_producer *prod, uint64_t pos,
 	 */
 	atomic_store_explicit(&hdr->length, (int32_t)length,
 			      memory_order_release);
+	lull__claim_done(prod);
 	/*
 	 * An abort lands here too: turning a claim into padding can make the
 	 * records behind it readable, so it must wake a parked consumer.

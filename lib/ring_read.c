@@ -169,6 +169,12 @@ static inline void advance_head(struct lull_ring *ring, struct lull_cursor *cur,
 	head_publish(ring, cur, to);
 }
 
+void lull__consume_to(struct lull_ring *ring, struct lull_cursor *cur,
+		      uint64_t to)
+{
+	advance_head(ring, cur, to);
+}
+
 /*
  * Shutdown, as the consumer sees it.  When nothing is readable, the
  * consumer asks closure_next() what comes next: nothing yet (0: the ring is
@@ -292,6 +298,11 @@ corruption_found(struct lull_ring *ring)
 	atomic_fetch_add_explicit(&ring->corruptions, 1, memory_order_relaxed);
 	lull__shutdown_by_consumer(ring, LULL_SHUTDOWN_IMMEDIATE,
 				   LULL_STATE_SEALED);
+}
+
+void lull__ring_corrupt(struct lull_ring *ring)
+{
+	corruption_found(ring);
 }
 
 /* -EPROTO, reported once: the poison record is next. */
@@ -530,6 +541,27 @@ read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 	return 1;
 }
 
+/*
+ * A shared region's read: what the watch learnt first (a dead producer's
+ * claim skipped, its lane freed), and a death notice that is due comes
+ * alone, as the fatal and poison records do.
+ */
+static __attribute__((noinline)) int read_shared(struct lull_ring *ring,
+						 lull_record_fn fn, void *ctx,
+						 unsigned limit)
+{
+	struct lull_record rec;
+
+	lull__watch_sync(ring, false);
+	if (lull__watch_notice(ring, &rec)) {
+		if (fn(&rec, ctx) == LULL_READ_KEEP)
+			return 0;
+		lull__watch_notice_consume(ring);
+		return 1;
+	}
+	return read_batch(ring, fn, ctx, limit);
+}
+
 static inline int consumer_check(const struct lull_ring *ring)
 {
 	if (unlikely(!ring))
@@ -550,13 +582,15 @@ LULL_EXPORT int lull_ring_read(struct lull_ring *ring, lull_record_fn fn,
 		return -EINVAL;
 	if (limit > INT32_MAX)
 		limit = INT32_MAX;
+	if (unlikely(ring->flags & LULL_REGION_SHARED))
+		return read_shared(ring, fn, ctx, limit);
 	return read_batch(ring, fn, ctx, limit);
 }
 
 /*
  * The next thing to hand out for the cold callers: a record (1, of lane
- * *lanep), the fatal or poison record (2), nothing (0) or -EPIPE /
- * -EPROTO.  *endp is where the lane's head goes once it is consumed.
+ * *lanep), the fatal or poison record (2), a death notice (3), nothing (0)
+ * or -EPIPE / -EPROTO.  *endp is where the lane's head goes once it is consumed.
  */
 static int next_any(struct lull_ring *ring, struct lull_record *rec,
 		    uint32_t *lanep, uint64_t *endp)
@@ -566,6 +600,11 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 	struct lull_cursor *cur;
 	int found;
 
+	if (ring->flags & LULL_REGION_SHARED) {
+		lull__watch_sync(ring, false);
+		if (lull__watch_notice(ring, rec))
+			return 3;
+	}
 	for (uint32_t visited = 0; visited < ring->lanes; visited++) {
 		cur = &ring->cursor[lane];
 		if (lane_open_to(ring, cur, discarding)) {
@@ -610,6 +649,7 @@ LULL_EXPORT int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec)
 		return found < 0 ? found : -EAGAIN;
 	ring->peeked = true;
 	ring->peeked_closure = found == 2;
+	ring->peeked_notice = found == 3;
 	ring->peek_lane = lane;
 	ring->peek_end = end;
 	ring->peek_rec = *rec;
@@ -628,6 +668,11 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 	ring->peeked = false;
 	if (ring->peeked_closure) {
 		closure_consume(ring);
+		return 0;
+	}
+	if (ring->peeked_notice) {
+		ring->peeked_notice = false;
+		lull__watch_notice_consume(ring);
 		return 0;
 	}
 	cur = &ring->cursor[ring->peek_lane];
@@ -677,6 +722,10 @@ bool lull__ring_readable(const struct lull_ring *ring)
 	uint32_t state;
 	int found;
 
+	/* A death notice, or producers to watch, are work too. */
+	if (unlikely(ring->flags & LULL_REGION_SHARED) &&
+	    lull__watch_pending(ring))
+		return true;
 	for (uint32_t i = 0; i < ring->lanes; i++) {
 		cur = &ring->cursor[i];
 		if (!lane_open_to(ring, cur, discarding))

@@ -51,19 +51,28 @@ static uint64_t region_data_offset(uint32_t lanes)
 	       (uint64_t)lanes * sizeof(struct lull_lane);
 }
 
-static uint64_t region_size(size_t capacity, uint32_t lanes)
+/* A shared region's slot table follows its data. */
+static uint64_t region_size(size_t capacity, uint32_t lanes,
+			    uint32_t region_flags)
 {
-	return region_data_offset(lanes) + (uint64_t)lanes * capacity;
+	return region_data_offset(lanes) + (uint64_t)lanes * capacity +
+	       (region_flags & LULL_REGION_SHARED ? LULL_SLOTS_SIZE : 0);
 }
 
-LULL_EXPORT ssize_t lull_ring_region_size_for(size_t capacity, unsigned flags)
+ssize_t lull__region_size(size_t capacity, unsigned flags,
+			  uint32_t region_flags)
 {
 	uint32_t mode, lanes;
 
 	if (!capacity_is_valid(capacity) ||
 	    !topology_parse(flags, &mode, &lanes))
 		return -EINVAL;
-	return (ssize_t)region_size(capacity, lanes);
+	return (ssize_t)region_size(capacity, lanes, region_flags);
+}
+
+LULL_EXPORT ssize_t lull_ring_region_size_for(size_t capacity, unsigned flags)
+{
+	return lull__region_size(capacity, flags, 0);
 }
 
 LULL_EXPORT ssize_t lull_ring_region_size(size_t capacity)
@@ -137,6 +146,7 @@ static int handle_new(struct lull_ring **ringp, struct lull_region *region,
 	ring->spin_ns = LULL_PARK_SPIN_DEFAULT_NS;
 	ring->safety_ns = lull__safety_ns(0);
 	ring->eventfd = -1;
+	ring->shm_fd = -1;
 	*ringp = ring;
 	return 0;
 }
@@ -156,6 +166,8 @@ static void consumer_role_drop(struct lull_ring *ring)
 {
 	if (!ring->is_consumer)
 		return;
+	if (ring->flags & LULL_REGION_SHARED)
+		lull__consumer_announce(ring, false);
 	ring->is_consumer = false;
 	/* Pairs with the acquire CAS in consumer_role_take(). */
 	atomic_store_explicit(&ring->region->consumer, 0,
@@ -182,6 +194,8 @@ static int consumer_role_take(struct lull_ring *ring)
 		consumer_role_drop(ring);
 		return -EPROTO;
 	}
+	if (ring->flags & LULL_REGION_SHARED)
+		lull__consumer_announce(ring, true);
 	return 0;
 }
 
@@ -205,7 +219,7 @@ static void region_format(struct lull_region *region, size_t size,
 	region->flags = flags;
 	region->capacity = capacity;
 	region->lanes = lanes;
-	region->region_size = region_size(capacity, lanes);
+	region->region_size = region_size(capacity, lanes, flags);
 	region->data_offset = region_data_offset(lanes);
 	for (uint32_t i = 0; i < lanes; i++) {
 		lane = lull__lane(region, i);
@@ -225,6 +239,11 @@ static void region_format(struct lull_region *region, size_t size,
 	atomic_init(&region->space_waiters, 0);
 	atomic_init(&region->space_seq, 0);
 	atomic_init(&region->space_wakes, 0);
+	atomic_init(&region->roster_gen, 0);
+	atomic_init(&region->recovering, 0);
+	atomic_init(&region->deaths, 0);
+	atomic_init(&region->consumer_pid, 0);
+	atomic_init(&region->consumer_start, 0);
 	/*
 	 * Pairs with the acquire load of magic in lull_ring_open(): a handle
 	 * that sees the magic sees every field above.
@@ -233,37 +252,50 @@ static void region_format(struct lull_region *region, size_t size,
 			      memory_order_release);
 }
 
-static int create_in(struct lull_ring **ringp, void *mem, size_t size,
-		     size_t capacity, unsigned flags, bool owns_region)
+int lull__ring_make(struct lull_ring **ringp, void *mem, size_t size,
+		    size_t capacity, unsigned flags, uint32_t region_flags,
+		    bool fresh, bool consumer)
 {
 	struct lull_ring *ring;
-	struct geometry g = { .capacity = capacity, .size = size };
+	struct geometry g = { .capacity = capacity, .size = size,
+			      .flags = region_flags };
 	int ret;
 
 	(void)topology_parse(flags, &g.mode, &g.lanes); /* checked by callers */
+	region_format(mem, size, capacity, g.mode, g.lanes, g.flags, fresh);
+	ret = handle_new(&ring, mem, &g);
+	if (ret < 0)
+		return ret;
+	if (consumer) {
+		ret = consumer_role_take(ring);
+		if (ret < 0) {
+			free(ring);
+			return ret;
+		}
+	}
+	*ringp = ring;
+	return 0;
+}
+
+static int create_in(struct lull_ring **ringp, void *mem, size_t size,
+		     size_t capacity, unsigned flags, bool owns_region)
+{
 	/*
 	 * A region lull allocates privately can only have producers in this
 	 * process, so the asymmetric barrier applies, and private futexes.
 	 * Caller memory may be shared with other processes, which membarrier
 	 * does not reach, and whose waits a private futex would not meet.
 	 */
-	g.flags = (owns_region ? LULL_REGION_PRIVATE : 0) |
-		  (owns_region && asym_barrier_available()
-			   ? LULL_REGION_ASYM_BARRIER
-			   : 0);
-	region_format(mem, size, capacity, g.mode, g.lanes, g.flags,
-		      owns_region);
-	ret = handle_new(&ring, mem, &g);
-	if (ret < 0)
-		return ret;
-	ring->owns_region = owns_region;
-	ret = consumer_role_take(ring);
-	if (ret < 0) {
-		free(ring);
-		return ret;
-	}
-	*ringp = ring;
-	return 0;
+	uint32_t region_flags = (owns_region ? LULL_REGION_PRIVATE : 0) |
+				(owns_region && asym_barrier_available()
+					 ? LULL_REGION_ASYM_BARRIER
+					 : 0);
+	int ret = lull__ring_make(ringp, mem, size, capacity, flags,
+				  region_flags, owns_region, true);
+
+	if (ret == 0)
+		(*ringp)->owns_region = owns_region;
+	return ret;
 }
 
 LULL_EXPORT int lull_ring_create_in(struct lull_ring **ringp, void *mem,
@@ -340,7 +372,7 @@ static int region_check(const struct lull_region *region, struct geometry *g)
 	    parsed_lanes != lanes || (flags & ~LULL_REGION_FLAGS) ||
 	    !capacity_is_valid(capacity) ||
 	    data_offset != region_data_offset(lanes) ||
-	    size != region_size(capacity, lanes))
+	    size != region_size(capacity, lanes, flags))
 		return -EPROTO;
 	*g = (struct geometry){ .mode = parsed_mode, .lanes = parsed_lanes,
 				.flags = flags, .capacity = capacity,
@@ -350,6 +382,12 @@ static int region_check(const struct lull_region *region, struct geometry *g)
 
 LULL_EXPORT int lull_ring_open(struct lull_ring **ringp, void *mem,
 			       size_t size, unsigned flags)
+{
+	return lull__ring_open(ringp, mem, size, flags, false);
+}
+
+int lull__ring_open(struct lull_ring **ringp, void *mem, size_t size,
+		    unsigned flags, bool shared)
 {
 	struct lull_region *region = mem;
 	struct lull_ring *ring;
@@ -362,6 +400,8 @@ LULL_EXPORT int lull_ring_open(struct lull_ring **ringp, void *mem,
 	ret = region_check(region, &g);
 	if (ret < 0)
 		return ret;
+	if (shared && !(g.flags & LULL_REGION_SHARED))
+		return -EPROTO;
 	if (size < g.size)
 		return -EINVAL;
 	ret = handle_new(&ring, region, &g);
@@ -395,9 +435,14 @@ LULL_EXPORT int lull_ring_destroy(struct lull_ring *ring)
 			lull__wake_fd_set(ring->region, -1);
 		close(ring->eventfd);
 	}
+	lull__watch_free(ring);
 	consumer_role_drop(ring);
 	if (ring->owns_region)
 		munmap(ring->region, ring->region_size);
+	if (ring->shm_fd >= 0) {
+		munmap(ring->region, ring->map_size);
+		LULL_SYSCALL(close(ring->shm_fd));
+	}
 	free(ring);
 	return 0;
 }

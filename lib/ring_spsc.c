@@ -24,7 +24,7 @@ static inline int lane_reserve(struct lull_producer *prod, uint32_t length,
 	uint64_t end = tail + pad + size;
 
 	if (unlikely(!lane_room(prod, end)))
-		return -EAGAIN;
+		return lull__full(prod);
 	*posp = tail + pad;
 	*endp = end;
 	return 0;

@@ -51,6 +51,16 @@ static bool spin_for_record(struct lull_ring *ring, uint64_t wait_deadline)
 	}
 }
 
+/*
+ * A shared region: watch the producers that came, recover those that
+ * died, so that neither is taken for a record below.
+ */
+static void shared_sync(struct lull_ring *ring, bool reap)
+{
+	if (ring->flags & LULL_REGION_SHARED)
+		lull__watch_sync(ring, reap);
+}
+
 LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 {
 	uint64_t deadline = UINT64_MAX, slice, now;
@@ -66,6 +76,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		return -EBUSY;
 	if (lull__ring_done(ring))
 		return -EPIPE;
+	shared_sync(ring, false);
 	/* Padding is no reason to return: skip it here, freeing its room. */
 	lull__ring_skip_padding(ring);
 	if (lull__ring_readable(ring))
@@ -120,6 +131,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		if (!ret) {
 			/* Work came while we announced: a record (a stream),
 			 * or only padding to skip (then park again). */
+			shared_sync(ring, false);
 			lull__ring_skip_padding(ring);
 			if (!lull__ring_readable(ring))
 				continue;
@@ -127,7 +139,9 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 			return 0;
 		}
 		/* sleep: returns at once if a producer already reset the word */
-		if (how == LULL_PARK_FUTEX_PRIVATE)
+		if (ring->flags & LULL_REGION_SHARED)
+			ret = lull__watch_sleep(ring, how, slice);
+		else if (how == LULL_PARK_FUTEX_PRIVATE)
 			ret = lull__futex_wait_private(&ring->region->park,
 						       how, slice);
 		else
@@ -135,6 +149,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 					       slice);
 		timed_out = ret == -ETIMEDOUT;
 		lull__park_finish(ring, timed_out && safety_slice);
+		shared_sync(ring, false);
 		lull__ring_skip_padding(ring);
 		if (lull__ring_readable(ring))
 			return 0;

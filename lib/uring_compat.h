@@ -124,4 +124,28 @@ static inline int lull__uring_enable(struct io_uring *ring)
 	return (int)ret;
 }
 
+/*
+ * A sleep on a futex word and a descriptor at once, on a small io_uring
+ * of its own (ring_death.c): a consumer waiting for records or a producer
+ * death, a producer waiting for room or the consumer's death.
+ */
+struct lull_uwait {
+	struct io_uring uring;
+	bool ready;       /* uring set up */
+	bool futex_armed; /* a futex wait in flight */
+	bool poll_armed;  /* a poll of poll_fd in flight */
+	int poll_fd;
+};
+
+/*
+ * Sleep until @word is woken (or does not hold @val), @fd (-1: none)
+ * reads ready (*fd_readyp then true), or @timeout_ns passed
+ * (LULL_NS_FOREVER: no limit).  Returns 0, -ETIMEDOUT, -EOPNOTSUPP (no
+ * io_uring futex wait here: the caller sleeps otherwise), or an io_uring
+ * setup error.
+ */
+int lull__uwait(struct lull_uwait *w, _Atomic uint32_t *word, uint32_t val,
+		int fd, uint64_t timeout_ns, bool *fd_readyp);
+void lull__uwait_fini(struct lull_uwait *w);
+
 #endif /* LULL_URING_COMPAT_H */

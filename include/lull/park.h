@@ -124,6 +124,9 @@ struct lull_ring_stats {
 				    the handle, where no process sharing
 				    the region can change it, so 0 on any
 				    other handle */
+	uint64_t producer_deaths; /* shared rings: producers whose process
+				     the consumer found dead (each then has
+				     its LULL_TYPE_DEATH record) */
 };
 
 /*

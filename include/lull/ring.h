@@ -167,6 +167,12 @@ extern "C" {
 #define LULL_TYPE_PADDING 0
 #define LULL_TYPE_POISON (-1)
 #define LULL_TYPE_FATAL (-2)
+/*
+ * A shared ring's producer process died (lull_ring_create_shared()): its
+ * data is a struct lull_death, handed out once per producer handle that
+ * process held, after every record that producer had committed.
+ */
+#define LULL_TYPE_DEATH (-3)
 
 /* The payload of a LULL_TYPE_FATAL record. */
 #define LULL_FATAL_MESSAGE_MAX 256
@@ -175,6 +181,21 @@ struct lull_fatal {
 	uint32_t length; /* bytes of message, no terminating NUL counted */
 	char message[LULL_FATAL_MESSAGE_MAX]; /* NUL-terminated */
 };
+
+/* The payload of a LULL_TYPE_DEATH record. */
+struct lull_death {
+	int32_t pid;      /* the producer's process */
+	uint32_t slot;    /* its producer slot, 0..LULL_PRODUCER_SLOTS-1 */
+	uint64_t skipped; /* bytes of a claim it left open, skipped */
+};
+
+/* Producers attached at once to a shared ring, from all processes. */
+#define LULL_PRODUCER_SLOTS 64u
+
+/* lull_ring_create_shared() and lull_ring_create_named() flag: the
+ * creating handle does not take the consumer role (a producer process
+ * makes the ring, the consumer opens it). */
+#define LULL_SHARE_NO_CONSUMER 1u
 
 /* lull_ring_shutdown() modes. */
 #define LULL_SHUTDOWN_GRACEFUL 0u  /* deliver what was committed, then poison */
@@ -278,6 +299,99 @@ int lull_ring_create_in(struct lull_ring **ringp, void *mem, size_t size,
  */
 int lull_ring_open(struct lull_ring **ringp, void *mem, size_t size,
 		   unsigned flags);
+
+/*
+ * Rings shared between processes (docs/DESIGN.md, "Across processes").
+ * A shared region has the same records, parking and shutdown as any
+ * other, and more:
+ *   - every producer holds a slot of LULL_PRODUCER_SLOTS, naming its
+ *     process; the consumer watches each producer process through a
+ *     pidfd (lull_ring_wait(), the loop, or lull_ring_watch_fd()), and
+ *     when one dies, however it dies, delivers what it had committed,
+ *     skips a claim it left open (nothing torn is ever handed out), hands
+ *     out a LULL_TYPE_DEATH record naming it, and frees its slot, lane and
+ *     producer count: the last producer gone closes the ring as a detach
+ *     does, poison last;
+ *   - producers watch the consumer's process the same way (its pid is in
+ *     the region while a handle holds the role): when it dies, a
+ *     producer's claim or write that finds the ring full, and
+ *     lull_producer_wait(), return -EPIPE instead of waiting, and the
+ *     ring is shut down for every producer.  A write that still finds
+ *     room succeeds (into a ring nobody reads) until then: the data path
+ *     makes no system call;
+ *   - the barrier of the park handshake is a fence on both sides (recorded
+ *     in the region, docs/DESIGN.md says why), and futex waits are
+ *     process-shared.  A park on an eventfd cannot be woken from another
+ *     process: the loop's uring-eventfd and epoll backends and
+ *     lull_uring_park_arm() with the eventfd backend refuse a shared ring
+ *     with -EOPNOTSUPP.
+ * Pointers into a shared region are per process; everything in it is
+ * positions and values.  A region stays alive while any process maps it:
+ * the memfd when its last descriptor and mapping go, a named one until
+ * unlink(2) as well.
+ *
+ * create_shared: a new region in a memfd (sealed against shrinking and
+ *         growing), and a handle holding the consumer role unless
+ *         @share_flags has LULL_SHARE_NO_CONSUMER.  lull_ring_fd() gives
+ *         the memfd, close-on-exec: dup2() it across exec, or pass it
+ *         with lull_ring_send().
+ * create_named: the same in a new file at @path (0600, created
+ *         exclusively: -EEXIST if it exists), on tmpfs (/dev/shm/NAME) or
+ *         hugetlbfs (its huge pages then back the ring), for processes
+ *         that find each other by path.  Remove it with unlink(2).
+ * open_fd: open the shared region in @fd (a memfd from create_shared, or
+ *         a file from create_named); the handle keeps a duplicate, so
+ *         the caller may close @fd.  @flags as lull_ring_open().
+ * open_named: open the region at @path.
+ * send / recv: pass a shared ring's memfd over a connected Unix socket
+ *         (SCM_RIGHTS) and open it on the other side; recv closes the
+ *         descriptor it received after opening it.
+ *
+ * Opening checks everything it reads before trusting it: a regular file
+ * or memfd whose size holds the region, a memfd's seals (F_SEAL_SHRINK at
+ * least), then the header as lull_ring_open() does (magic, stored last at
+ * creation, layout version, topology, capacity, flags, sizes) and that
+ * the region was made shared.
+ * Any thread.  Return 0 and set *ringp, or -EINVAL (bad argument, a file
+ * that is not regular or too small for what its header says, an unsealed
+ * memfd), -EPROTO (as lull_ring_open(), or a region not made shared),
+ * -EBUSY (consumer role taken), -EEXIST (create_named: @path exists),
+ * -ENOMEM, or the error of the system call that failed (open, mmap,
+ * memfd_create, sendmsg, recvmsg: -ENOENT, -EACCES, -ENOTSOCK, ...;
+ * recv: -EBADMSG when no descriptor came with the message).
+ */
+int lull_ring_create_shared(struct lull_ring **ringp, size_t capacity,
+			    unsigned flags, unsigned share_flags);
+int lull_ring_create_named(struct lull_ring **ringp, const char *path,
+			   size_t capacity, unsigned flags,
+			   unsigned share_flags);
+int lull_ring_open_fd(struct lull_ring **ringp, int fd, unsigned flags);
+int lull_ring_open_named(struct lull_ring **ringp, const char *path,
+			 unsigned flags);
+int lull_ring_send(const struct lull_ring *ring, int sock);
+int lull_ring_recv(struct lull_ring **ringp, int sock, unsigned flags);
+
+/*
+ * The descriptor of a shared ring's memory (close-on-exec, owned by the
+ * handle: do not close it), or -EINVAL (NULL, or a ring that is not
+ * shared through a descriptor).  Any thread.
+ */
+int lull_ring_fd(const struct lull_ring *ring);
+
+/*
+ * Consumer of a shared ring, with an event loop of its own: a descriptor
+ * (an epoll instance, owned by the handle) that reads ready when a watched
+ * producer process has died, and the call that handles it.  Poll the
+ * descriptor for POLLIN beside the ring's park; when it is ready (or at
+ * any time), call lull_ring_watch(): it watches the producer processes
+ * attached since the last call, takes note of those that died, and
+ * recovers what it can (a read or a wait does the rest).  lull_ring_wait()
+ * and the loop do all this themselves.  The consumer's thread.  Return
+ * the descriptor / 0, or -EINVAL (NULL, not a shared region), -EPERM (not
+ * the consumer handle), or the error of epoll_create1(2).
+ */
+int lull_ring_watch_fd(struct lull_ring *ring);
+int lull_ring_watch(struct lull_ring *ring);
 
 /*
  * Release the handle (and its consumer role); free the region when the

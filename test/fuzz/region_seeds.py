@@ -9,7 +9,7 @@ starts from every path the consumer is known to take.
 
 region_read's seeds are scripts (see fuzz_region_read.c for the steps);
 region_open's are whole regions, byte for byte, laid out here as
-lib/region.h says (layout version 3).
+lib/region.h says (layout version 4).
 
 Usage: test/fuzz/region_seeds.py [OUTDIR]   (default test/fuzz/corpus)
 """
@@ -178,7 +178,7 @@ def region(mode, capacity, lanes=1):
     data_offset = 1024 + 256 * lanes
     size = data_offset + lanes * capacity
     r = bytearray(size)
-    struct.pack_into("<IIIIQQQI", r, 0, 0x6c756c6c, 3, mode, 0, capacity,
+    struct.pack_into("<IIIIQQQI", r, 0, 0x6c756c6c, 4, mode, 0, capacity,
                      size, data_offset, lanes)
     struct.pack_into("<i", r, 392, -1)  # wake_fd
     return r

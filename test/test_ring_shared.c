@@ -1,0 +1,878 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_ring_shared.c - the Criterion suite of rings between processes:
+ * sharing a ring (memfd, fork, SCM_RIGHTS, by name), what opening one
+ * refuses, what parks across processes refuse, and death: a producer
+ * process killed idle, mid-claim, mid-batch, or whose pid is taken for
+ * another's; a consumer process killed under a waiting producer; the
+ * loop watching producer processes.  Every child is reaped and every
+ * descriptor closed: each test checks that it left no child, no
+ * descriptor and no file behind.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <lull.h>
+
+#include "handles.h" /* the slot table, to fake a reused pid */
+
+#define WATCHDOG_S 30
+#define CAP (1u << 14)
+
+/* ---- the fixture: children, and what they leave behind ---------------- */
+
+static int fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+static int fds_at_start;
+
+static void leak_check_init(void)
+{
+	fds_at_start = fd_count();
+}
+
+/* No child left (not even a zombie), no descriptor more than at start. */
+static void leak_check_fini(void)
+{
+	cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a child is left");
+	cr_assert_eq(errno, ECHILD);
+	cr_assert_eq(fd_count(), fds_at_start, "descriptors leaked");
+}
+
+/* A test of this suite: its body, then the leak check (asserts in a
+ * .fini would not fail the test). */
+#define SHARED_TEST(name)                                                    \
+	static void name##_body(void);                                       \
+	Test(shared, name, .timeout = WATCHDOG_S)                            \
+	{                                                                    \
+		leak_check_init();                                           \
+		name##_body();                                               \
+		leak_check_fini();                                           \
+	}                                                                    \
+	static void name##_body(void)
+
+/* A child process, with a pipe to tell the parent where it is. */
+struct child {
+	pid_t pid;
+	int to_parent; /* read end */
+};
+
+static void child_start(struct child *c, void (*fn)(int out, void *arg),
+			void *arg)
+{
+	int fds[2];
+
+	cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
+	fflush(NULL);
+	c->pid = fork();
+	cr_assert_geq(c->pid, 0);
+	if (c->pid == 0) {
+		close(fds[0]);
+		alarm(WATCHDOG_S);
+		fn(fds[1], arg);
+		_exit(0);
+	}
+	close(fds[1]);
+	c->to_parent = fds[0];
+}
+
+/* The child says a byte; it is @what, or the child died first (0). */
+static char child_said(struct child *c)
+{
+	char b = 0;
+
+	while (read(c->to_parent, &b, 1) < 0 && errno == EINTR)
+		;
+	return b;
+}
+
+static void say(int out, char what)
+{
+	if (write(out, &what, 1) != 1)
+		_exit(99);
+}
+
+/* Reap the child; its exit status, or 128 + the signal that ended it. */
+static int child_reap(struct child *c)
+{
+	int status;
+
+	while (waitpid(c->pid, &status, 0) < 0)
+		cr_assert_eq(errno, EINTR);
+	close(c->to_parent);
+	return WIFEXITED(status) ? WEXITSTATUS(status)
+				 : 128 + WTERMSIG(status);
+}
+
+static void child_kill(struct child *c)
+{
+	cr_assert_eq(kill(c->pid, SIGKILL), 0);
+	cr_assert_eq(child_reap(c), 128 + SIGKILL);
+}
+
+/* What a consumer read: counts by kind, in order. */
+struct seen {
+	unsigned records, deaths, poisons;
+	uint32_t last_seq[8];  /* per producer id (the payload's first word) */
+	bool out_of_order;
+	struct lull_death death[8];
+	unsigned after_poison; /* anything after the poison: a bug */
+};
+
+struct payload {
+	uint32_t producer;
+	uint32_t seq;
+	uint64_t check; /* producer * 1000003 + seq: torn if wrong */
+};
+
+static int on_record(const struct lull_record *rec, void *ctx)
+{
+	struct seen *s = ctx;
+	const struct payload *p = rec->data;
+
+	if (s->poisons)
+		s->after_poison++;
+	if (rec->type == LULL_TYPE_POISON) {
+		s->poisons++;
+	} else if (rec->type == LULL_TYPE_DEATH) {
+		cr_assert_eq(rec->len, sizeof(struct lull_death));
+		if (s->deaths < 8)
+			memcpy(&s->death[s->deaths], rec->data,
+			       sizeof(struct lull_death));
+		s->deaths++;
+	} else {
+		cr_assert_eq(rec->len, sizeof(*p), "len %u", rec->len);
+		cr_assert_lt(p->producer, 8u);
+		cr_assert_eq(p->check, p->producer * 1000003ull + p->seq,
+			     "torn record");
+		if (p->seq != s->last_seq[p->producer] + 1)
+			s->out_of_order = true;
+		s->last_seq[p->producer] = p->seq;
+		s->records++;
+	}
+	return LULL_READ_CONTINUE;
+}
+
+/* Read until @until says stop or the poison came; fail after 10 s. */
+static int consume(struct lull_ring *ring, struct seen *s,
+		   bool (*until)(const struct seen *s, const void *arg),
+		   const void *arg)
+{
+	int n;
+
+	for (;;) {
+		if (until && until(s, arg))
+			return 0;
+		n = lull_ring_wait(ring, 10ll * 1000000000);
+		cr_assert(n == 0 || n == -EPIPE, "wait: %d (a hang?)", n);
+		if (n == -EPIPE)
+			return n;
+		n = lull_ring_read(ring, on_record, s, 64);
+		cr_assert(n > 0 || n == -EAGAIN || n == -EPIPE, "read: %d", n);
+		if (n == -EPIPE)
+			return n;
+	}
+}
+
+static bool deaths_reach(const struct seen *s, const void *arg)
+{
+	return s->deaths >= *(const unsigned *)arg;
+}
+
+static int write_one(struct lull_producer *p, uint32_t id, uint32_t seq)
+{
+	struct payload pl = { id, seq, id * 1000003ull + seq };
+
+	return p->mode == LULL_RING_SPSC
+		       ? lull_spsc_write(p, 1, &pl, sizeof(pl))
+		       : lull_mpsc_write(p, 1, &pl, sizeof(pl));
+}
+
+/* Write record @seq of producer @id, waiting for room (another thread or
+ * process reads). */
+static void write_seq(struct lull_producer *p, uint32_t id, uint32_t seq)
+{
+	int ret;
+
+	while ((ret = write_one(p, id, seq)) == -EAGAIN)
+		cr_assert_eq(lull_producer_wait(p, sizeof(struct payload), -1),
+			     0);
+	cr_assert_eq(ret, 0, "write: %d", ret);
+}
+
+/* The same where this thread is the consumer: read to make room. */
+static void write_or_read(struct lull_ring *ring, struct lull_producer *p,
+			  struct seen *s, uint32_t id, uint32_t seq)
+{
+	int ret;
+
+	while ((ret = write_one(p, id, seq)) == -EAGAIN)
+		cr_assert_gt(lull_ring_read(ring, on_record, s, 64), 0);
+	cr_assert_eq(ret, 0, "write: %d", ret);
+}
+
+/* ---- sharing ---------------------------------------------------------- */
+
+SHARED_TEST(memfd_is_sealed_at_its_size)
+{
+	struct lull_ring *ring;
+	int fd, seals;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
+	fd = lull_ring_fd(ring);
+	cr_assert_geq(fd, 0);
+	seals = fcntl(fd, F_GET_SEALS);
+	cr_assert_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+		     F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	cr_assert_neq(ftruncate(fd, 4096), 0);
+	cr_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+struct produce_arg {
+	struct lull_ring *ring; /* the parent's handle: its fd, inherited */
+	int sock;               /* or a socket to receive the ring from */
+	const char *path;       /* or a path */
+	uint32_t id, count;
+	unsigned flags;
+};
+
+static void produce_child(int out, void *v)
+{
+	struct produce_arg *a = v;
+	struct lull_ring *ring;
+	struct lull_producer *p;
+	int ret;
+
+	if (a->path)
+		ret = lull_ring_open_named(&ring, a->path, 0);
+	else if (a->sock >= 0)
+		ret = lull_ring_recv(&ring, a->sock, 0);
+	else
+		ret = lull_ring_open_fd(&ring, lull_ring_fd(a->ring), 0);
+	if (ret || lull_producer_attach(ring, 0, &p))
+		_exit(1);
+	say(out, 'a');
+	for (uint32_t i = 1; i <= a->count; i++)
+		write_seq(p, a->id, i);
+	if (lull_producer_detach(p) || lull_ring_destroy(ring))
+		_exit(2);
+}
+
+/* Producers in @n children, by @how; every record arrives, then poison. */
+static void share_and_drain(struct produce_arg *a, unsigned n)
+{
+	struct lull_ring *ring = a->ring;
+	struct lull_producer *hold = NULL;
+	struct child c[4];
+	struct seen s = { 0 };
+
+	/* Ours keeps the ring open until every child attached. */
+	if (n > 1)
+		cr_assert_eq(lull_producer_attach(ring, 0, &hold), 0);
+	for (unsigned i = 0; i < n; i++) {
+		a->id = i;
+		child_start(&c[i], produce_child, a);
+		cr_assert_eq(child_said(&c[i]), 'a');
+	}
+	if (hold)
+		cr_assert_eq(lull_producer_detach(hold), 0);
+	cr_assert_eq(consume(ring, &s, NULL, NULL), -EPIPE);
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_eq(child_reap(&c[i]), 0);
+	cr_assert_eq(s.records, n * a->count);
+	cr_assert_not(s.out_of_order);
+	cr_assert_eq(s.poisons, 1);
+	cr_assert_eq(s.deaths, 0);
+	cr_assert_eq(s.after_poison, 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+SHARED_TEST(forked_producers_through_the_memfd)
+{
+	struct produce_arg a = { .sock = -1, .count = 20000 };
+
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_MPSC, 0),
+		     0);
+	share_and_drain(&a, 3);
+}
+
+SHARED_TEST(lanes_producers_through_the_memfd)
+{
+	struct produce_arg a = { .sock = -1, .count = 20000 };
+
+	/* A lane for each child, and one for the parent's hold. */
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP,
+					     LULL_RING_LANES(4), 0),
+		     0);
+	share_and_drain(&a, 3);
+}
+
+SHARED_TEST(producer_through_a_unix_socket)
+{
+	struct produce_arg a = { .count = 20000 };
+	int sv[2];
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_SPSC, 0),
+		     0);
+	a.sock = sv[1];
+	cr_assert_eq(lull_ring_send(a.ring, sv[0]), 0);
+	share_and_drain(&a, 1);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+SHARED_TEST(recv_without_a_descriptor_is_ebadmsg)
+{
+	struct lull_ring *ring;
+	int sv[2];
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	cr_assert_eq(write(sv[0], "L", 1), 1);
+	cr_assert_eq(lull_ring_recv(&ring, sv[1], 0), -EBADMSG);
+	cr_assert_eq(lull_ring_recv(&ring, -1, 0), -EINVAL);
+	close(sv[0]);
+	close(sv[1]);
+	cr_assert_eq(lull_ring_recv(&ring, sv[1], 0), -EBADF);
+}
+
+static void shm_path(char *buf, size_t len)
+{
+	snprintf(buf, len, "/dev/shm/lull-test-%d", (int)getpid());
+}
+
+SHARED_TEST(named_ring_is_created_once_and_opened_by_path)
+{
+	struct produce_arg a = { .sock = -1, .count = 5000 };
+	struct lull_ring *again;
+	char path[64];
+	struct stat st;
+
+	shm_path(path, sizeof(path));
+	unlink(path);
+	cr_assert_eq(lull_ring_create_named(&a.ring, path, CAP, LULL_RING_MPSC,
+					    0),
+		     0);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0600);
+	cr_assert_eq(lull_ring_create_named(&again, path, CAP, LULL_RING_MPSC,
+					    0),
+		     -EEXIST);
+	a.path = path;
+	share_and_drain(&a, 2);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(lull_ring_open_named(&again, path, 0), -ENOENT);
+}
+
+SHARED_TEST(creator_without_the_consumer_role)
+{
+	struct lull_ring *prod_side, *cons;
+	struct lull_producer *p;
+	struct seen s = { 0 };
+
+	cr_assert_eq(lull_ring_create_shared(&prod_side, CAP, LULL_RING_MPSC,
+					     LULL_SHARE_NO_CONSUMER),
+		     0);
+	cr_assert_eq(lull_ring_read(prod_side, on_record, &s, 1), -EPERM);
+	cr_assert_eq(lull_ring_open_fd(&cons, lull_ring_fd(prod_side),
+				       LULL_OPEN_CONSUMER),
+		     0);
+	cr_assert_eq(lull_ring_open_fd(&cons, lull_ring_fd(prod_side),
+				       LULL_OPEN_CONSUMER) == -EBUSY,
+		     true);
+	cr_assert_eq(lull_producer_attach(prod_side, 0, &p), 0);
+	write_seq(p, 0, 1);
+	cr_assert_eq(lull_producer_detach(p), 0);
+	cr_assert_eq(consume(cons, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.records, 1);
+	cr_assert_eq(lull_ring_destroy(cons), 0);
+	cr_assert_eq(lull_ring_destroy(prod_side), 0);
+}
+
+/* ---- what opening refuses --------------------------------------------- */
+
+static int memfd_with(const void *bytes, size_t len, size_t size, bool seal)
+{
+	int fd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)size), 0);
+	if (len)
+		cr_assert_eq(pwrite(fd, bytes, len, 0), (ssize_t)len);
+	if (seal)
+		cr_assert_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	return fd;
+}
+
+static void expect_open(int fd, int want, const char *what)
+{
+	struct lull_ring *ring;
+
+	cr_assert_eq(lull_ring_open_fd(&ring, fd, 0), want, "%s", what);
+	if (want == 0)
+		cr_assert_eq(lull_ring_destroy(ring), 0);
+	close(fd);
+}
+
+SHARED_TEST(open_refuses_what_is_not_a_whole_shared_region)
+{
+	struct lull_ring *ring, *plain;
+	ssize_t size;
+	void *copy;
+	int pfd[2];
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
+	size = lseek(lull_ring_fd(ring), 0, SEEK_END);
+	copy = malloc((size_t)size);
+	cr_assert_eq(pread(lull_ring_fd(ring), copy, (size_t)size, 0), size);
+
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	close(pfd[1]);
+	expect_open(pfd[0], -EINVAL, "a pipe");
+	expect_open(memfd_with(NULL, 0, 512, true), -EINVAL, "too small");
+	expect_open(memfd_with(NULL, 0, (size_t)size, true), -EPROTO,
+		    "zeroes (never initialised: no magic)");
+	expect_open(memfd_with(copy, (size_t)size, (size_t)size, false),
+		    -EINVAL, "a memfd not sealed against shrinking");
+	expect_open(memfd_with(copy, (size_t)size - 4096, (size_t)size - 4096,
+			       true),
+		    -EINVAL, "a region cut short");
+	expect_open(memfd_with(copy, (size_t)size, (size_t)size, true), 0,
+		    "the same, whole and sealed");
+	/* A region made for one process, in shared memory: not shared. */
+	cr_assert_eq(lull_ring_create(&plain, CAP, LULL_RING_MPSC), 0);
+	expect_open(memfd_with(plain->region, plain->region_size,
+			       plain->region_size, true),
+		    -EPROTO, "a region not made shared");
+	cr_assert_eq(lull_ring_destroy(plain), 0);
+	cr_assert_eq(lull_ring_open_fd(&plain, -1, 0), -EINVAL);
+	cr_assert_eq(lull_ring_open_fd(&plain, lull_ring_fd(ring), 8), -EINVAL);
+	cr_assert_eq(lull_ring_fd(NULL), -EINVAL);
+	free(copy);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+SHARED_TEST(eventfd_parks_are_refused)
+{
+	struct lull_loop_config cfg = { 0 };
+	struct lull_loop *loop;
+	struct lull_ring *ring;
+	struct seen s = { 0 };
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
+	cfg.backend = LULL_BACKEND_EPOLL;
+	cr_assert_eq(lull_loop_create(&loop, &cfg), 0);
+	cr_assert_eq(lull_loop_attach(loop, ring, on_record, &s, 0),
+		     -EOPNOTSUPP);
+	cr_assert_eq(lull_loop_destroy(loop), 0);
+	if (lull_backend_supported(LULL_BACKEND_URING_EVENTFD) == 0) {
+		cfg.backend = LULL_BACKEND_URING_EVENTFD;
+		cr_assert_eq(lull_loop_create(&loop, &cfg), 0);
+		cr_assert_eq(lull_loop_attach(loop, ring, on_record, &s, 0),
+			     -EOPNOTSUPP);
+		cr_assert_eq(lull_loop_destroy(loop), 0);
+	}
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+SHARED_TEST(slots_bound_the_producers)
+{
+	struct lull_producer *p[LULL_PRODUCER_SLOTS], *extra;
+	struct lull_ring *ring;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
+	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++)
+		cr_assert_eq(lull_producer_attach(ring, 0, &p[i]), 0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &extra), -EBUSY);
+	cr_assert_eq(lull_producer_detach(p[7]), 0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &p[7]), 0);
+	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++)
+		cr_assert_eq(lull_producer_detach(p[i]), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+/* ---- a producer process dies ------------------------------------------ */
+
+struct dying_arg {
+	struct lull_ring *ring;
+	uint32_t id, before; /* records committed before the stop */
+	char stop;           /* 'i' idle, 'c' mid-claim, 'b' mid-batch */
+};
+
+static void dying_child(int out, void *v)
+{
+	struct dying_arg *a = v;
+	struct lull_producer *p;
+	struct lull_ring *ring;
+	struct lull_claim claims[4];
+	void *data;
+
+	if (lull_ring_open_fd(&ring, lull_ring_fd(a->ring), 0) ||
+	    lull_producer_attach(ring, 0, &p))
+		_exit(1);
+	for (uint32_t i = 1; i <= a->before; i++)
+		write_seq(p, a->id, i);
+	if (a->stop == 'c') {
+		if ((p->mode == LULL_RING_SPSC
+			     ? lull_spsc_claim(p, 1, sizeof(struct payload),
+					       &data)
+			     : lull_mpsc_claim(p, 1, sizeof(struct payload),
+					       &data)))
+			_exit(2);
+		memset(data, 0xab, 8); /* half a record: never handed out */
+	} else if (a->stop == 'b') {
+		for (int i = 0; i < 4; i++)
+			claims[i] = (struct lull_claim){
+				.len = sizeof(struct payload), .type = 1 };
+		if ((p->mode == LULL_RING_SPSC
+			     ? lull_spsc_claim_batch(p, claims, 4)
+			     : lull_mpsc_claim_batch(p, claims, 4)))
+			_exit(2);
+		memset(claims[0].data, 0xcd, sizeof(struct payload));
+	}
+	say(out, a->stop);
+	for (;;)
+		pause();
+}
+
+/*
+ * A producer is killed while stopped as @stop says, with @others writing
+ * behind it in this process; everything it committed, and everything the
+ * others did, arrives; its claim never does; one death record names it.
+ */
+static void producer_killed(unsigned flags, char stop)
+{
+	struct dying_arg a = { .id = 1, .before = 1000, .stop = stop };
+	struct lull_producer *other;
+	struct lull_ring_stats st;
+	struct seen s = { 0 };
+	struct child c;
+	unsigned one = 1;
+
+	/* Room for all it writes, and ours: the child needs no reader. */
+	cr_assert_eq(lull_ring_create_shared(&a.ring, 4 * CAP, flags, 0), 0);
+	child_start(&c, dying_child, &a);
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &other), 0);
+	cr_assert_eq(child_said(&c), stop);
+	for (uint32_t i = 1; i <= 200; i++)
+		write_seq(other, 0, i);
+	child_kill(&c);
+	cr_assert_eq(consume(a.ring, &s, deaths_reach, &one), 0);
+	/* Everything it committed came before its death record. */
+	cr_assert_eq(s.last_seq[1], 1000);
+	cr_assert_eq(s.death[0].pid, c.pid);
+	if (stop == 'i')
+		cr_assert_eq(s.death[0].skipped, 0);
+	else if (flags == LULL_RING_MPSC)
+		cr_assert_gt(s.death[0].skipped, 0);
+	/* The others' records behind its claim arrive too. */
+	for (uint32_t i = 201; i <= 300; i++)
+		write_seq(other, 0, i);
+	cr_assert_eq(lull_producer_detach(other), 0);
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.records, 1300);
+	cr_assert_not(s.out_of_order);
+	cr_assert_eq(s.deaths, 1);
+	cr_assert_eq(s.poisons, 1);
+	cr_assert_eq(s.after_poison, 0);
+	cr_assert_eq(lull_ring_stats(a.ring, &st), 0);
+	cr_assert_eq(st.producer_deaths, 1);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+SHARED_TEST(mpsc_producer_killed_idle)
+{
+	producer_killed(LULL_RING_MPSC, 'i');
+}
+
+SHARED_TEST(mpsc_producer_killed_mid_claim)
+{
+	producer_killed(LULL_RING_MPSC, 'c');
+}
+
+SHARED_TEST(mpsc_producer_killed_mid_batch)
+{
+	producer_killed(LULL_RING_MPSC, 'b');
+}
+
+SHARED_TEST(lane_producer_killed_mid_claim)
+{
+	producer_killed(LULL_RING_LANES(2), 'c');
+}
+
+SHARED_TEST(lane_producer_killed_mid_batch)
+{
+	producer_killed(LULL_RING_LANES(2), 'b');
+}
+
+/* The last producer dies: its records, its death, the poison, -EPIPE. */
+SHARED_TEST(last_producer_dying_closes_the_ring)
+{
+	struct dying_arg a = { .id = 1, .before = 100, .stop = 'c' };
+	struct seen s = { 0 };
+	struct child c;
+	struct lull_producer *p;
+
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_SPSC, 0),
+		     0);
+	child_start(&c, dying_child, &a);
+	cr_assert_eq(child_said(&c), 'c');
+	/* Its lane is held: a second SPSC producer is refused. */
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &p), -EBUSY);
+	child_kill(&c);
+	/* The consumer parks with nothing to read, and the death wakes it. */
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.records, 100);
+	cr_assert_eq(s.deaths, 1);
+	cr_assert_eq(s.death[0].pid, c.pid);
+	cr_assert_eq(s.poisons, 1);
+	cr_assert_eq(lull_ring_read(a.ring, on_record, &s, 1), -EPIPE);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+/* A dead lane producer's lane is free again: the next one goes on there. */
+SHARED_TEST(dead_producers_lane_is_taken_over)
+{
+	struct dying_arg a = { .id = 1, .before = 100, .stop = 'b' };
+	struct lull_producer *keep, *p;
+	struct seen s = { 0 };
+	struct child c;
+	unsigned one = 1;
+
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_SPSC, 0),
+		     0);
+	child_start(&c, dying_child, &a);
+	cr_assert_eq(child_said(&c), 'b');
+	child_kill(&c);
+	/*
+	 * Attached before the death is handled, so that it is not the last
+	 * producer's: its attach waits for the lane, which the dead one
+	 * holds until the consumer recovers it.
+	 */
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &p), -EBUSY);
+	cr_assert_eq(consume(a.ring, &s, deaths_reach, &one), 0);
+	cr_assert_eq(s.records, 100);
+	/* The ring closed with its last producer: a new one is refused. */
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &p), -EPIPE);
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+
+	/* With the ring kept open by a second lane, the lane is reused. */
+	a.before = 100;
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_LANES(2),
+					     0),
+		     0);
+	memset(&s, 0, sizeof(s));
+	child_start(&c, dying_child, &a);
+	cr_assert_eq(child_said(&c), 'b');
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &keep), 0); /* lane 1 */
+	child_kill(&c);
+	cr_assert_eq(consume(a.ring, &s, deaths_reach, &one), 0);
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &p), 0); /* lane 0 */
+	for (uint32_t i = 101; i <= 2000; i++)
+		write_or_read(a.ring, p, &s, 1, i);
+	cr_assert_eq(lull_producer_detach(p), 0);
+	cr_assert_eq(lull_producer_detach(keep), 0);
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_not(s.out_of_order);
+	cr_assert_eq(s.last_seq[1], 2000);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+/* A slot whose pid now names another process is taken for dead. */
+SHARED_TEST(reused_pid_is_not_taken_for_the_producer)
+{
+	struct dying_arg a = { .id = 1, .before = 10, .stop = 'i' };
+	struct lull_slot *slots;
+	struct seen s = { 0 };
+	struct child c;
+	unsigned one = 1;
+
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_MPSC, 0),
+		     0);
+	child_start(&c, dying_child, &a);
+	cr_assert_eq(child_said(&c), 'i');
+	/* The child lives, but its slot says it started at another time. */
+	slots = lull__slots(a.ring);
+	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++)
+		if (atomic_load(&slots[i].pid) == c.pid)
+			atomic_fetch_add(&slots[i].start, 1);
+	atomic_fetch_add(&a.ring->region->roster_gen, 1);
+	cr_assert_eq(consume(a.ring, &s, deaths_reach, &one), 0);
+	cr_assert_eq(s.death[0].pid, c.pid);
+	child_kill(&c);
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.records, 10);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+/* A producer that exits without detaching is found dead as well. */
+static void exit_child(int out, void *v)
+{
+	struct lull_ring *ring;
+	struct lull_producer *p;
+
+	if (lull_ring_open_fd(&ring, lull_ring_fd(v), 0) ||
+	    lull_producer_attach(ring, 0, &p))
+		_exit(1);
+	write_seq(p, 2, 1);
+	say(out, 'x');
+	exit(0); /* no detach, no destroy */
+}
+
+SHARED_TEST(producer_exiting_without_detach_is_found_dead)
+{
+	struct lull_ring *ring;
+	struct seen s = { 0 };
+	struct child c;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_LANES(2), 0),
+		     0);
+	child_start(&c, exit_child, ring);
+	cr_assert_eq(child_said(&c), 'x');
+	cr_assert_eq(child_reap(&c), 0);
+	cr_assert_eq(consume(ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.records, 1);
+	cr_assert_eq(s.deaths, 1);
+	cr_assert_eq(s.poisons, 1);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+/* ---- the consumer process dies ---------------------------------------- */
+
+static void consumer_child(int out, void *v)
+{
+	struct lull_ring *ring;
+
+	if (lull_ring_open_fd(&ring, lull_ring_fd(v), LULL_OPEN_CONSUMER))
+		_exit(1);
+	say(out, 'c');
+	for (;;)
+		pause();
+}
+
+SHARED_TEST(consumer_killed_under_a_waiting_producer)
+{
+	struct lull_ring *ring;
+	struct lull_producer *p;
+	struct payload pl = { 0 };
+	struct child c;
+	int ret;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC,
+					     LULL_SHARE_NO_CONSUMER),
+		     0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &p), 0);
+	child_start(&c, consumer_child, ring);
+	cr_assert_eq(child_said(&c), 'c');
+	while ((ret = lull_mpsc_write(p, 1, &pl, sizeof(pl))) == 0)
+		;
+	cr_assert_eq(ret, -EAGAIN, "a live consumer: full, not closed");
+	if (fork() == 0) { /* the killer, once we sleep */
+		usleep(50 * 1000);
+		kill(c.pid, SIGKILL);
+		_exit(0);
+	}
+	cr_assert_eq(lull_producer_wait(p, sizeof(pl), 20ll * 1000000000),
+		     -EPIPE);
+	cr_assert_eq(child_reap(&c), 128 + SIGKILL);
+	cr_assert_eq(wait(NULL) > 0, true); /* the killer */
+	cr_assert_eq(lull_mpsc_write(p, 1, &pl, sizeof(pl)), -EPIPE);
+	cr_assert_eq(lull_producer_detach(p), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+SHARED_TEST(full_ring_of_a_dead_consumer_is_epipe)
+{
+	struct lull_ring *ring;
+	struct lull_producer *p;
+	struct payload pl = { 0 };
+	struct child c;
+	int ret;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_LANES(1),
+					     LULL_SHARE_NO_CONSUMER),
+		     0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &p), 0);
+	child_start(&c, consumer_child, ring);
+	cr_assert_eq(child_said(&c), 'c');
+	child_kill(&c);
+	while ((ret = lull_spsc_write(p, 1, &pl, sizeof(pl))) == 0)
+		;
+	cr_assert_eq(ret, -EPIPE);
+	cr_assert_eq(lull_producer_wait(p, sizeof(pl), -1), -EPIPE);
+	cr_assert_eq(lull_producer_detach(p), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+/* ---- the loop --------------------------------------------------------- */
+
+struct loop_seen {
+	struct seen s;
+	struct lull_loop *loop;
+};
+
+static int on_loop_record(const struct lull_record *rec, void *ctx)
+{
+	struct loop_seen *ls = ctx;
+
+	on_record(rec, &ls->s);
+	if (rec->type == LULL_TYPE_POISON)
+		lull_loop_stop(ls->loop);
+	return LULL_READ_CONTINUE;
+}
+
+SHARED_TEST(loop_learns_of_a_dead_producer)
+{
+	struct lull_loop_config cfg = { .backend = LULL_BACKEND_URING_FUTEX };
+	struct dying_arg a = { .id = 1, .before = 50, .stop = 'i' };
+	struct loop_seen ls = { 0 };
+	struct child c;
+
+	if (lull_backend_supported(LULL_BACKEND_URING_FUTEX) != 0)
+		cr_skip_test("no io_uring futex wait here");
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_MPSC, 0),
+		     0);
+	cr_assert_eq(lull_loop_create(&ls.loop, &cfg), 0);
+	cr_assert_eq(lull_loop_attach(ls.loop, a.ring, on_loop_record, &ls, 0),
+		     0);
+	child_start(&c, dying_child, &a);
+	cr_assert_eq(child_said(&c), 'i');
+	/* The killer runs once the loop sleeps; nothing else wakes it. */
+	if (fork() == 0) {
+		usleep(100 * 1000);
+		kill(c.pid, SIGKILL);
+		_exit(0);
+	}
+	cr_assert_eq(lull_loop_run(ls.loop), 0);
+	cr_assert_eq(child_reap(&c), 128 + SIGKILL);
+	cr_assert_eq(wait(NULL) > 0, true);
+	cr_assert_eq(ls.s.records, 50);
+	cr_assert_eq(ls.s.deaths, 1);
+	cr_assert_eq(ls.s.death[0].pid, c.pid);
+	cr_assert_eq(ls.s.poisons, 1);
+	cr_assert_eq(lull_loop_destroy(ls.loop), 0);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
