@@ -789,6 +789,11 @@ bool lull__watch_pending(const struct lull_ring *ring)
 				    memory_order_relaxed) != w->seen_gen;
 }
 
+bool lull__watch_recovering(const struct lull_ring *ring)
+{
+	return ring->watch && ring->watch->dead;
+}
+
 int lull__watch_notice(struct lull_ring *ring, struct lull_record *rec)
 {
 	struct lull_watch *w = ring->watch;

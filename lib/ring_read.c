@@ -552,6 +552,8 @@ static __attribute__((noinline)) int read_shared(struct lull_ring *ring,
 {
 	struct lull_record rec;
 
+	int n;
+
 	lull__watch_sync(ring, false);
 	if (lull__watch_notice(ring, &rec)) {
 		if (fn(&rec, ctx) == LULL_READ_KEEP)
@@ -559,7 +561,15 @@ static __attribute__((noinline)) int read_shared(struct lull_ring *ring,
 		lull__watch_notice_consume(ring);
 		return 1;
 	}
-	return read_batch(ring, fn, ctx, limit);
+	n = read_batch(ring, fn, ctx, limit);
+	/*
+	 * The read may have stopped at a dead producer's claim: skip it now,
+	 * so that a consumer about to park finds what lies behind it (and
+	 * the death notice) readable instead of sleeping in front of it.
+	 */
+	if (lull__watch_recovering(ring))
+		lull__watch_sync(ring, false);
+	return n;
 }
 
 static inline int consumer_check(const struct lull_ring *ring)

@@ -844,35 +844,75 @@ static int on_loop_record(const struct lull_record *rec, void *ctx)
 	return LULL_READ_CONTINUE;
 }
 
-SHARED_TEST(loop_learns_of_a_dead_producer)
+/*
+ * A loop parks on a shared ring with a producer process stopped as
+ * @stop; with @behind, a second producer process writes behind it and
+ * leaves.  The stopped one is killed while the loop sleeps: the loop
+ * learns of it (nothing else wakes it), delivers everything committed,
+ * then the death record and the poison.
+ */
+static void loop_producer_killed(char stop, bool behind, bool before_run)
 {
 	struct lull_loop_config cfg = { .backend = LULL_BACKEND_URING_FUTEX };
-	struct dying_arg a = { .id = 1, .before = 50, .stop = 'i' };
+	struct dying_arg a = { .id = 1, .before = 50, .stop = stop };
+	struct produce_arg b = { .sock = -1, .id = 2, .count = 100 };
 	struct loop_seen ls = { 0 };
-	struct child c;
+	struct child c, d;
 
 	if (lull_backend_supported(LULL_BACKEND_URING_FUTEX) != 0)
 		cr_skip_test("no io_uring futex wait here");
-	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_MPSC, 0),
+	cr_assert_eq(lull_ring_create_shared(&a.ring, 4 * CAP, LULL_RING_MPSC,
+					     0),
 		     0);
 	cr_assert_eq(lull_loop_create(&ls.loop, &cfg), 0);
 	cr_assert_eq(lull_loop_attach(ls.loop, a.ring, on_loop_record, &ls, 0),
 		     0);
 	child_start(&c, dying_child, &a);
-	cr_assert_eq(child_said(&c), 'i');
-	/* The killer runs once the loop sleeps; nothing else wakes it. */
-	if (fork() == 0) {
-		usleep(100 * 1000);
-		kill(c.pid, SIGKILL);
-		_exit(0);
+	cr_assert_eq(child_said(&c), stop);
+	if (behind) {
+		b.ring = a.ring;
+		child_start(&d, produce_child, &b);
+		cr_assert_eq(child_said(&d), 'a');
+		cr_assert_eq(child_reap(&d), 0);
 	}
-	cr_assert_eq(lull_loop_run(ls.loop), 0);
-	cr_assert_eq(child_reap(&c), 128 + SIGKILL);
-	cr_assert_eq(wait(NULL) > 0, true);
-	cr_assert_eq(ls.s.records, 50);
+	if (before_run) {
+		/* Dead before the loop read anything: found dead with its
+		 * records, and the claim, still ahead of the reader. */
+		child_kill(&c);
+		cr_assert_eq(lull_loop_run(ls.loop), 0);
+	} else {
+		/* The killer runs once the loop sleeps; nothing else wakes
+		 * it. */
+		if (fork() == 0) {
+			usleep(100 * 1000);
+			kill(c.pid, SIGKILL);
+			_exit(0);
+		}
+		cr_assert_eq(lull_loop_run(ls.loop), 0);
+		cr_assert_eq(child_reap(&c), 128 + SIGKILL);
+		cr_assert_eq(wait(NULL) > 0, true);
+	}
+	cr_assert_eq(ls.s.records, behind ? 150u : 50u);
+	cr_assert_not(ls.s.out_of_order);
 	cr_assert_eq(ls.s.deaths, 1);
 	cr_assert_eq(ls.s.death[0].pid, c.pid);
 	cr_assert_eq(ls.s.poisons, 1);
+	cr_assert_eq(ls.s.after_poison, 0);
 	cr_assert_eq(lull_loop_destroy(ls.loop), 0);
 	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+SHARED_TEST(loop_learns_of_a_dead_producer)
+{
+	loop_producer_killed('i', false, false);
+}
+
+SHARED_TEST(loop_skips_a_dead_producers_claim)
+{
+	loop_producer_killed('c', true, false);
+}
+
+SHARED_TEST(loop_skips_a_claim_of_one_dead_before_it_ran)
+{
+	loop_producer_killed('c', true, true);
 }
