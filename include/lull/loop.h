@@ -122,9 +122,14 @@ int lull_loop_backend(const struct lull_loop *loop);
 /*
  * Attach a ring whose consumer role @ring holds: the loop reads up to
  * @batch records per pass into @fn (0: 256).  A ring attached while the
- * loop is stopping is shut down at once, like the others.  Returns 0, -EINVAL, -EPERM
- * (not the consumer handle), -EBUSY (attached already, or parked on an
- * io_uring of the caller's), -ENOMEM.
+ * loop is stopping is shut down at once, like the others.  A shared ring
+ * (lull_ring_create_shared()): the loop also watches its producer
+ * processes (a poll of lull_ring_watch_fd() among its own SQEs), so a
+ * producer's death reaches @fn as a LULL_TYPE_DEATH record; only the
+ * uring-futex backend can be woken from another process.  Returns 0,
+ * -EINVAL, -EPERM (not the consumer handle), -EBUSY (attached already, or
+ * parked on an io_uring of the caller's), -EOPNOTSUPP (a shared ring on
+ * the uring-eventfd or epoll backend), -ENOMEM.
  */
 int lull_loop_attach(struct lull_loop *loop, struct lull_ring *ring,
 		     lull_record_fn fn, void *ctx, unsigned batch);

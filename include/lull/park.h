@@ -190,6 +190,13 @@ int lull_ring_stats(const struct lull_ring *ring, struct lull_ring_stats *st);
  * -EPERM (not the consumer handle), -EBUSY (attached to a loop, or a park
  * on an io_uring is armed for this ring), or the error of membarrier(2)
  * should the park barrier fail (the consumer never sleeps without it).
+ * A shared ring (lull_ring_create_shared()): producers in other processes
+ * wake it as any, and it also watches every producer process, sleeping
+ * on an io_uring of the handle's with the futex wait and a poll of
+ * lull_ring_watch_fd(): a producer's death ends the sleep, and its death
+ * record is then readable once its records were read.  Where the kernel
+ * has no io_uring futex wait (Linux < 6.7, io_uring disabled), it sleeps
+ * in futex(2) and learns of a death when something else wakes it.
  */
 int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
 
@@ -207,7 +214,10 @@ int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
  * -EMSGSIZE (@len never fits), -EBUSY (the producer holds a claim), or the
  * error of membarrier(2) should its barrier fail.  Without a timeout it
  * sleeps until the consumer frees room or the ring shuts down: no
- * periodic re-check.
+ * periodic re-check.  A shared ring whose consumer is another process:
+ * the sleep is also a poll of that process's pidfd (on an io_uring of the
+ * producer's, where the kernel has the futex wait), and -EPIPE comes as
+ * soon as the consumer's process is gone.
  */
 int lull_producer_wait(struct lull_producer *prod, size_t len,
 		       int64_t timeout_ns);
@@ -226,7 +236,10 @@ int lull_producer_wait(struct lull_producer *prod, size_t len,
  *   cancel, still has CQEs to come), -EBUSY (too few free SQEs, or the
  *   ring is attached to a loop), -EINVAL, -EPERM, an error from setting
  *   up the eventfd, or the error of membarrier(2) should the park barrier
- *   fail.
+ *   fail.  A shared ring: -EOPNOTSUPP with the eventfd backend (another
+ *   process cannot write it); with the futex backend, producer processes
+ *   are not watched here: poll lull_ring_watch_fd() beside the park and
+ *   call lull_ring_watch() when it is ready.
  *
  * lull_uring_park_cqe: whether @cqe belongs to this ring's park (it has
  *   the park's user_data).  Returns 0 when not ours, 1 when ours: the park
