@@ -411,6 +411,59 @@ SHARED_TEST(creator_without_the_consumer_role)
 	cr_assert_eq(lull_ring_destroy(prod_side), 0);
 }
 
+/* A fatal report from a producer process: its records, the fatal record
+ * with its text, then the poison, as between threads. */
+static void fatal_child(int out, void *v)
+{
+	struct lull_ring *ring;
+	struct lull_producer *p;
+
+	if (lull_ring_open_fd(&ring, lull_ring_fd(v), 0) ||
+	    lull_producer_attach(ring, 0, &p))
+		_exit(1);
+	for (uint32_t i = 1; i <= 10; i++)
+		write_seq(p, 3, i);
+	if (lull_ring_fatal(ring, -EIO, "engine died"))
+		_exit(2);
+	say(out, 'f');
+	if (lull_producer_detach(p) || lull_ring_destroy(ring))
+		_exit(3);
+}
+
+static int on_fatal(const struct lull_record *rec, void *ctx)
+{
+	const struct lull_fatal *f = rec->data;
+
+	if (rec->type == LULL_TYPE_FATAL) {
+		cr_assert_eq(f->code, -EIO);
+		cr_assert_str_eq(f->message, "engine died");
+		((struct seen *)ctx)->deaths += 100; /* counted apart */
+		return LULL_READ_CONTINUE;
+	}
+	return on_record(rec, ctx);
+}
+
+SHARED_TEST(fatal_report_from_a_producer_process)
+{
+	struct lull_ring *ring;
+	struct seen s = { 0 };
+	struct child c;
+	int n;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
+	child_start(&c, fatal_child, ring);
+	cr_assert_eq(child_said(&c), 'f');
+	cr_assert_eq(child_reap(&c), 0);
+	while ((n = lull_ring_wait(ring, 10ll * 1000000000)) == 0)
+		cr_assert_gt(lull_ring_read(ring, on_fatal, &s, 64), 0);
+	cr_assert_eq(n, -EPIPE);
+	cr_assert_eq(s.records, 10);
+	cr_assert_eq(s.deaths, 100, "the fatal record, once, and no death");
+	cr_assert_eq(s.poisons, 1);
+	cr_assert_eq(s.after_poison, 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
 /* ---- what opening refuses --------------------------------------------- */
 
 static int memfd_with(const void *bytes, size_t len, size_t size, bool seal)
