@@ -622,7 +622,8 @@ static bool span_holds(uint64_t start, uint64_t end, uint64_t pos)
  * claim's start (announced, or written), or the tail.  Returns where the
  * dead claim ends, or @h when it is not a dead one's.
  */
-static uint64_t mpsc_dead_claim_end(struct lull_ring *ring, uint64_t h,
+static uint64_t mpsc_dead_claim_end(struct lull_ring *ring,
+				    const struct lull_watch *w, uint64_t h,
 				    uint64_t tail)
 {
 	struct lull_slot *slots = lull__slots(ring);
@@ -647,7 +648,8 @@ static uint64_t mpsc_dead_claim_end(struct lull_ring *ring, uint64_t h,
 			bound = start;
 		if (!span_holds(start, end, h))
 			continue;
-		if (state != LULL_SLOT_DEAD)
+		/* Dead: found so by us, whatever the region says. */
+		if (!w->slot[i].dead)
 			return h; /* a live producer may own it: wait */
 		if (phase == LULL_CLAIM_OWNED)
 			owned_end = end;
@@ -703,9 +705,15 @@ static void recover_mpsc(struct lull_ring *ring, struct lull_watch *w)
 		if (tail == h || (int64_t)(tail - h) < 0 ||
 		    tail - h > ring->mask + 1)
 			break;
-		end = mpsc_dead_claim_end(ring, h, tail);
+		end = mpsc_dead_claim_end(ring, w, h, tail);
 		if (end == h)
 			break;
+		/* A span no producer announces: the region is corrupt. */
+		if ((int64_t)(end - h) < 0 || (int64_t)(tail - end) < 0 ||
+		    (end & (LULL_RECORD_ALIGN - 1))) {
+			lull__ring_corrupt(ring);
+			return;
+		}
 		for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++) {
 			start = atomic_load_explicit(&slots[i].claim_start,
 						     memory_order_relaxed);
@@ -783,7 +791,7 @@ bool lull__watch_pending(const struct lull_ring *ring)
 	const struct lull_watch *w = ring->watch;
 
 	if (!w)
-		return true; /* never synced yet */
+		return false; /* reads and waits make it first */
 	return notice_due(ring, w) ||
 	       atomic_load_explicit(&ring->region->roster_gen,
 				    memory_order_relaxed) != w->seen_gen;
