@@ -4,11 +4,14 @@
  * a buggy or hostile producer process writes anything into.
  *
  * The input is a script.  Its first byte picks the ring: the topology (bits
- * 0-1: SPSC, MPSC, LANES(2), LANES(3)) and the capacity of a lane (bits
- * 2-3: 256, 512, 1024, 4096 bytes).  The harness lays the region out with
- * lull_ring_create_in() in an allocation of exactly its size, lets go of
- * that handle, and runs the rest of the input as steps, one byte naming
- * each (its value modulo 10), most of them followed by arguments:
+ * 0-1: SPSC, MPSC, LANES(2), LANES(3)), the capacity of a lane (bits
+ * 2-3: 256, 512, 1024, 4096 bytes) and whether the region is one made to
+ * be shared between processes (bit 4: with producer slots, which the
+ * consumer watches and recovers from).  The harness lays the region out
+ * as lull_ring_create_in() does in an allocation of exactly its size,
+ * lets go of that handle, and runs the rest of the input as steps, one
+ * byte naming each (its value modulo 10), most of them followed by
+ * arguments:
  *
  *   0 poke     u16 offset, u8 n, n bytes: written anywhere in the region
  *   1 header   u8 lane, u16 slot, i32 length, i32 type: a record header at
@@ -17,7 +20,9 @@
  *              fields a producer process can write (head, tail, busy,
  *              owner, park, state, the fatal report's length and state,
  *              wake_fd, wake_pid, wakers, space_*, the consumer role and
- *              the header words), stored at its width
+ *              the header words; in a shared region the first 8 slots'
+ *              state, pid, lane and claim, slot in bits 5-7), stored at
+ *              its width
  *   3 read     u8 limit, u8 the handler's verdicts (2 bits a record)
  *   4 peek     5 release      6 lull_ring_wait(ring, 0)
  *   7 lull__ring_readable()
@@ -62,9 +67,10 @@ static uint64_t take(struct input *in, unsigned bytes)
 
 /* The fields a producer process can write, by number. */
 static void field_store(struct lull_region *region, uint32_t lanes,
-			unsigned which, uint64_t v)
+			struct lull_slot *slots, unsigned which, uint64_t v)
 {
 	struct lull_lane *lane = lull__lane(region, (which >> 5) % lanes);
+	struct lull_slot *slot;
 	unsigned char *base = (unsigned char *)region;
 	size_t off;
 	unsigned width = 4;
@@ -101,7 +107,21 @@ static void field_store(struct lull_region *region, uint32_t lanes,
 		v = atomic_load(&lane->head) + (v << 3); break;
 	case 25: off = (unsigned char *)&lane->tail - base; width = 8;
 		v = atomic_load(&lane->tail) + (v << 3); break;
-	default: return;
+	default:
+		if (!slots)
+			return;
+		slot = &slots[which >> 5];
+		switch (which & 31) {
+		case 26: off = (unsigned char *)&slot->state - base; break;
+		case 27: off = (unsigned char *)&slot->pid - base; break;
+		case 28: off = (unsigned char *)&slot->lane - base; break;
+		case 29: off = (unsigned char *)&slot->claim_phase - base;
+			break;
+		case 30: off = (unsigned char *)&slot->claim_start - base;
+			width = 8; break;
+		default: off = (unsigned char *)&slot->claim_end - base;
+			width = 8; break;
+		}
 	}
 	memcpy(base + off, &v, width); /* little-endian: the low bytes */
 }
@@ -122,6 +142,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned topology, lane;
 	size_t region_size;
 	unsigned char *mem;
+	struct lull_slot *slots;
+	bool shared;
 	uint8_t g;
 	int32_t hdr[2];
 
@@ -131,11 +153,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	topology = topologies[g & 3];
 	lanes = (g & 3) < 2 ? 1 : (g & 3);
 	capacity = capacities[(g >> 2) & 3];
-	region_size = (size_t)lull_ring_region_size_for(capacity, topology);
+	shared = g & 16;
+	region_size = (size_t)lull__region_size(
+		capacity, topology, shared ? LULL_REGION_SHARED : 0);
 	/* Exactly the region: ASan reports any access past its end. */
 	require(posix_memalign((void **)&mem, 128, region_size) == 0);
-	require(lull_ring_create_in(&ring, mem, region_size, capacity,
-				    topology) == 0);
+	memset(mem, 0, region_size);
+	require(lull__ring_make(&ring, mem, region_size, capacity, topology,
+				shared ? LULL_REGION_SHARED : 0, true,
+				true) == 0);
+	slots = shared ? lull__slots(ring) : NULL;
 	require(lull_ring_destroy(ring) == 0);
 	ring = NULL;
 	region = (struct lull_region *)mem;
@@ -163,8 +190,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			       hdr, 8);
 			continue;
 		case 2:
-			field_store(region, lanes, (unsigned)take(&in, 1),
-				    take(&in, 8));
+			field_store(region, lanes, slots,
+				    (unsigned)take(&in, 1), take(&in, 8));
 			continue;
 		default:
 			break;

@@ -103,6 +103,15 @@ static void check_record(struct consumer_check *c,
 		require(fatal->length == text);
 		require(fatal->message[text] == '\0');
 		require(c->fatals == 0);
+	} else if (rec->type == LULL_TYPE_DEATH) {
+		/* The consumer's own notice, never from the data area. */
+		require(!c->eproto && !c->poisons);
+		require(rec->len == sizeof(struct lull_death));
+		require(p + sizeof(struct lull_death) <= c->data ||
+			p >= c->data + c->lanes * c->capacity);
+		require(((const struct lull_death *)p)->slot <
+			LULL_PRODUCER_SLOTS);
+		touch(c, p, rec->len);
 	} else {
 		require(rec->type == LULL_TYPE_POISON);
 		require(rec->len == 0);

@@ -35,13 +35,29 @@ FIELDS = {"head": 0, "tail": 1, "busy": 2, "owner": 3, "park": 4,
 CLOSED, DISCARD, STATE_FATAL, SEALED = 1, 2, 4, 16
 
 
+# Slot fields (fuzz_region_read.c, field_store()): the slot in bits 5-7.
+SLOT_FIELDS = {"state": 26, "pid": 27, "lane": 28, "phase": 29,
+               "start": 30, "end": 31}
+LIVE, DEAD = 2, 3
+TRYING, OWNED = 1, 2
+NO_SUCH_PID = 0x3ffffff0  # above pid_max: a producer that is gone
+
+
 class Script:
     """One region_read input: the ring, then steps."""
 
-    def __init__(self, topology, capacity):
+    def __init__(self, topology, capacity, shared=False):
         topo = {"spsc": 0, "mpsc": 1, "lanes2": 2, "lanes3": 3}[topology]
         cap = {256: 0, 512: 1, 1024: 2, 4096: 3}[capacity]
-        self.b = bytearray([topo | cap << 2])
+        self.b = bytearray([topo | cap << 2 | (16 if shared else 0)])
+
+    def slot(self, index, **fields):
+        """A producer slot of a shared region: state, pid, lane, phase,
+        start, end."""
+        for name, value in fields.items():
+            self.b += bytes([2, SLOT_FIELDS[name] | index << 5]) + \
+                struct.pack("<Q", value & (2 ** 64 - 1))
+        return self
 
     def poke(self, offset, data):
         self.b += bytes([0]) + struct.pack("<HB", offset, len(data)) + data
@@ -168,6 +184,30 @@ def read_seeds():
     s["wake-fd"] = (Script("spsc", 256).field("park", 2)
                     .field("wake_fd", 1).field("wake_pid", 1)
                     .field("wakers", 1).header(0, 0, 2000, 1).drain())
+    # Shared regions: producers whose process is gone, recovered.
+    s["shared-dead-owned-claim"] = (
+        Script("mpsc", 256, shared=True).record(0, 0, b"one")
+        .header(0, 16, -16, 1).field("tail", 48).record(0, 32, b"two")
+        .slot(0, pid=NO_SUCH_PID, phase=OWNED, start=16, end=32,
+              state=LIVE)
+        .drain().drain())
+    s["shared-dead-trying"] = (
+        Script("mpsc", 256, shared=True).record(0, 0, b"one")
+        .field("tail", 48).record(0, 32, b"two")
+        .slot(1, pid=NO_SUCH_PID, phase=TRYING, start=16, end=32,
+              state=LIVE)
+        .drain().drain())
+    s["shared-dead-lane"] = (
+        Script("lanes2", 256, shared=True).header(1, 0, 16, 1)
+        .header(1, 16, 16 | MORE, 1).header(1, 40, 16, 1)
+        .field("owner", 1, lane=1)
+        .slot(2, pid=NO_SUCH_PID, lane=1, state=LIVE)
+        .drain().drain())
+    s["shared-hostile-span"] = (
+        Script("mpsc", 256, shared=True).field("tail", 32)
+        .slot(0, pid=NO_SUCH_PID, phase=OWNED, start=0, end=1 << 40,
+              state=LIVE)
+        .drain())
     return {k: bytes(v.b) for k, v in s.items()}
 
 
