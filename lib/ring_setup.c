@@ -370,6 +370,9 @@ static int region_check(const struct lull_region *region, struct geometry *g)
 						    : mode,
 			    &parsed_mode, &parsed_lanes) ||
 	    parsed_lanes != lanes || (flags & ~LULL_REGION_FLAGS) ||
+	    /* Shared: never one process's barrier or futexes. */
+	    ((flags & LULL_REGION_SHARED) &&
+	     (flags & (LULL_REGION_ASYM_BARRIER | LULL_REGION_PRIVATE))) ||
 	    !capacity_is_valid(capacity) ||
 	    data_offset != region_data_offset(lanes) ||
 	    size != region_size(capacity, lanes, flags))

@@ -514,6 +514,9 @@ SHARED_TEST(open_refuses_what_is_not_a_whole_shared_region)
 		    -EINVAL, "a region cut short");
 	expect_open(memfd_with(copy, (size_t)size, (size_t)size, true), 0,
 		    "the same, whole and sealed");
+	((struct lull_region *)copy)->flags |= LULL_REGION_ASYM_BARRIER;
+	expect_open(memfd_with(copy, (size_t)size, (size_t)size, true),
+		    -EPROTO, "shared, with one process's barrier");
 	/* A region made for one process, in shared memory: not shared. */
 	cr_assert_eq(lull_ring_create(&plain, CAP, LULL_RING_MPSC), 0);
 	expect_open(memfd_with(plain->region, plain->region_size,
