@@ -71,6 +71,9 @@ LULL_EXPORT int lull_uring_park_arm(struct lull_ring *ring,
 		if (ret < 0)
 			return ret;
 	}
+	/* A shared ring's roster change is no record: take note of it. */
+	if (ring->flags & LULL_REGION_SHARED)
+		lull__watch_sync(ring, false);
 	ring->uring_user_data = user_data;
 	ring->uring_armed_once = true;
 	ring->uring_cancelled = false;

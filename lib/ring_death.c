@@ -594,6 +594,12 @@ static void recover_lane(struct lull_ring *ring, struct lull_watch *w,
 		    size > cap - (pos - cur->head))
 			break; /* not a record: the reader will say so */
 	}
+	/* What it wrote past its records, a claim or a batch: skipped. */
+	for (uint64_t at = pos; at != cur->head + cap; at += 8)
+		if (__atomic_load_n((const uint64_t *)(const void *)(
+					    cur->data + (at & ring->mask)),
+				    __ATOMIC_RELAXED))
+			w->slot[i].skipped = at + 8 - pos;
 	lull__zero_span(cur->data, ring->mask, pos, cur->head + cap);
 	/* Relaxed: published by the release of owner below. */
 	atomic_store_explicit(&cur->lane->tail, pos, memory_order_relaxed);
@@ -833,10 +839,13 @@ int lull__watch_sleep(struct lull_ring *ring, uint32_t how, uint64_t slice)
 	if (ret == 0)
 		ret = lull__uwait(&w->wait, &ring->region->park, how, w->epfd,
 				  slice, &died);
-	if (ret == -EOPNOTSUPP || ret == -ENOSYS || ret == -EPERM)
+	if (ret == -EOPNOTSUPP || ret == -ENOSYS || ret == -EPERM) {
 		/* No io_uring futex wait here: a death is noticed when
 		 * something else wakes us (docs/DESIGN.md). */
-		return (int)lull__futex_wait(&ring->region->park, how, slice);
+		ret = (int)lull__futex_wait(&ring->region->park, how, slice);
+		lull__watch_sync(ring, true);
+		return ret;
+	}
 	if (ret == 0 && died)
 		lull__watch_sync(ring, true);
 	return ret;

@@ -139,6 +139,22 @@ LULL_EXPORT int lull_ring_create_named(struct lull_ring **ringp,
  * shrinking, so that no process can cut the mapping under the others.
  * Returns its size in *sizep, 0, or a negative errno.
  */
+/* Is @fd a memfd?  Its /proc link says so ("/memfd:NAME (deleted)"). */
+static bool is_memfd(int fd)
+{
+	char path[40] = "/proc/self/fd/", digits[12], link[16];
+	size_t n = 0, at = 14;
+	long got;
+
+	for (unsigned v = (unsigned)fd; v || !n; v /= 10)
+		digits[n++] = (char)('0' + v % 10);
+	while (n)
+		path[at++] = digits[--n];
+	path[at] = '\0';
+	got = LULL_SYSCALL(readlink(path, link, sizeof(link)));
+	return got >= 7 && memcmp(link, "/memfd:", 7) == 0;
+}
+
 static int fd_check(int fd, uint64_t *sizep)
 {
 	struct stat st;
@@ -150,13 +166,13 @@ static int fd_check(int fd, uint64_t *sizep)
 	if (!S_ISREG(st.st_mode) || st.st_size < LULL_REGION_LANES_OFFSET)
 		return -EINVAL;
 	/*
-	 * A memfd that can still be sealed must be sealed against shrinking.
-	 * One that cannot (F_SEAL_SEAL set, or -EINVAL) is a file opened by
-	 * name on tmpfs or hugetlbfs, or a memfd made without sealing:
-	 * nothing protects its size but its permissions.
+	 * A memfd must be sealed against shrinking, or any process holding
+	 * it could cut the mapping under the others (SIGBUS).  A file opened
+	 * by name (tmpfs, hugetlbfs) cannot be sealed: its permissions are
+	 * all that guard its size.
 	 */
 	seals = LULL_SYSCALL(fcntl(fd, F_GET_SEALS));
-	if (seals >= 0 && !(seals & (F_SEAL_SHRINK | F_SEAL_SEAL)))
+	if (is_memfd(fd) && (seals < 0 || !(seals & F_SEAL_SHRINK)))
 		return -EINVAL;
 	*sizep = (uint64_t)st.st_size;
 	return 0;

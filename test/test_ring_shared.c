@@ -641,7 +641,7 @@ static void producer_killed(unsigned flags, char stop)
 	cr_assert_eq(s.death[0].pid, c.pid);
 	if (stop == 'i')
 		cr_assert_eq(s.death[0].skipped, 0);
-	else if (flags == LULL_RING_MPSC)
+	else
 		cr_assert_gt(s.death[0].skipped, 0);
 	/* The others' records behind its claim arrive too. */
 	for (uint32_t i = 201; i <= 300; i++)
@@ -782,6 +782,86 @@ SHARED_TEST(reused_pid_is_not_taken_for_the_producer)
 	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
 	cr_assert_eq(s.records, 10);
 	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+/*
+ * A consumer with an event loop of its own: the watch descriptor reads
+ * ready when the producer dies, and lull_ring_watch() makes the rest
+ * readable, no wait involved.
+ */
+SHARED_TEST(watch_fd_reads_ready_at_a_death)
+{
+	struct dying_arg a = { .id = 1, .before = 20, .stop = 'c' };
+	struct lull_producer *other;
+	struct seen s = { 0 };
+	struct pollfd pfd;
+	struct child c;
+	int n;
+
+	cr_assert_eq(lull_ring_create_shared(&a.ring, 4 * CAP, LULL_RING_MPSC,
+					     0),
+		     0);
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &other), 0);
+	pfd.fd = lull_ring_watch_fd(a.ring);
+	cr_assert_geq(pfd.fd, 0);
+	pfd.events = POLLIN;
+	child_start(&c, dying_child, &a);
+	cr_assert_eq(child_said(&c), 'c');
+	write_seq(other, 0, 1); /* behind its claim */
+	cr_assert_eq(lull_ring_watch(a.ring), 0); /* watched from here on */
+	cr_assert_eq(poll(&pfd, 1, 0), 0, "ready while it lives");
+	child_kill(&c);
+	cr_assert_eq(poll(&pfd, 1, 10 * 1000), 1, "not ready at its death");
+	cr_assert_eq(lull_ring_watch(a.ring), 0);
+	while ((n = lull_ring_read(a.ring, on_record, &s, 64)) > 0)
+		;
+	cr_assert_eq(n, -EAGAIN);
+	cr_assert_eq(s.records, 21);
+	cr_assert_eq(s.deaths, 1);
+	cr_assert_gt(s.death[0].skipped, 0);
+	cr_assert_eq(poll(&pfd, 1, 0), 0, "still ready once handled");
+	cr_assert_eq(lull_producer_detach(other), 0);
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(lull_ring_watch_fd(NULL), -EINVAL);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+SHARED_TEST(watch_is_for_the_consumer_of_a_shared_ring)
+{
+	struct lull_ring *plain, *shared, *prod;
+
+	cr_assert_eq(lull_ring_create(&plain, CAP, LULL_RING_MPSC), 0);
+	cr_assert_eq(lull_ring_watch_fd(plain), -EINVAL);
+	cr_assert_eq(lull_ring_watch(plain), -EINVAL);
+	cr_assert_eq(lull_ring_create_shared(&shared, CAP, LULL_RING_MPSC, 0),
+		     0);
+	cr_assert_eq(lull_ring_open_fd(&prod, lull_ring_fd(shared), 0), 0);
+	cr_assert_eq(lull_ring_watch_fd(prod), -EPERM);
+	cr_assert_eq(lull_ring_watch(prod), -EPERM);
+	cr_assert_eq(lull_ring_destroy(prod), 0);
+	cr_assert_eq(lull_ring_destroy(shared), 0);
+	cr_assert_eq(lull_ring_destroy(plain), 0);
+}
+
+/* A memfd made without sealing can never be sealed: refused. */
+SHARED_TEST(memfd_that_cannot_be_sealed_is_refused)
+{
+	struct lull_ring *ring, *other;
+	ssize_t size;
+	void *copy;
+	int fd;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
+	size = lseek(lull_ring_fd(ring), 0, SEEK_END);
+	copy = malloc((size_t)size);
+	cr_assert_eq(pread(lull_ring_fd(ring), copy, (size_t)size, 0), size);
+	fd = memfd_create("unsealable", MFD_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, copy, (size_t)size, 0), size);
+	cr_assert_eq(lull_ring_open_fd(&other, fd, 0), -EINVAL);
+	close(fd);
+	free(copy);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
 /* A producer that exits without detaching is found dead as well. */

@@ -217,7 +217,9 @@ int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns);
  * periodic re-check.  A shared ring whose consumer is another process:
  * the sleep is also a poll of that process's pidfd (on an io_uring of the
  * producer's, where the kernel has the futex wait), and -EPIPE comes as
- * soon as the consumer's process is gone.
+ * soon as the consumer's process is gone.  Without an io_uring futex wait
+ * (Linux < 6.7, io_uring disabled) it sleeps in futex(2) alone and learns
+ * of that death only when its timeout ends: give it one there.
  */
 int lull_producer_wait(struct lull_producer *prod, size_t len,
 		       int64_t timeout_ns);

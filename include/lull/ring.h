@@ -358,7 +358,10 @@ int lull_ring_open(struct lull_ring **ringp, void *mem, size_t size,
  * -EBUSY (consumer role taken), -EEXIST (create_named: @path exists),
  * -ENOMEM, or the error of the system call that failed (open, mmap,
  * memfd_create, sendmsg, recvmsg: -ENOENT, -EACCES, -ENOTSOCK, ...;
- * recv: -EBADMSG when no descriptor came with the message).
+ * recv: -EBADMSG when no descriptor came with the message, or the peer
+ * closed the socket).  lull_producer_attach() on a shared ring may also
+ * return -EBUSY (every slot taken) or the error of reading
+ * /proc/self/stat, where the producer's start time comes from.
  */
 int lull_ring_create_shared(struct lull_ring **ringp, size_t capacity,
 			    unsigned flags, unsigned share_flags);
@@ -388,7 +391,9 @@ int lull_ring_fd(const struct lull_ring *ring);
  * recovers what it can (a read or a wait does the rest).  lull_ring_wait()
  * and the loop do all this themselves.  The consumer's thread.  Return
  * the descriptor / 0, or -EINVAL (NULL, not a shared region), -EPERM (not
- * the consumer handle), or the error of epoll_create1(2).
+ * the consumer handle), -ENOMEM, or the error of epoll_create1(2).  After
+ * lull_ring_watch(), read the ring until it is empty: a recovery can make
+ * records, and the death record, readable without any wake-up.
  */
 int lull_ring_watch_fd(struct lull_ring *ring);
 int lull_ring_watch(struct lull_ring *ring);
