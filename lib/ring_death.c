@@ -132,7 +132,12 @@ int lull__uwait(struct lull_uwait *w, _Atomic uint32_t *word, uint32_t val,
 	if (!w->ready) {
 		if (lull_backend_supported(LULL_BACKEND_URING_FUTEX) < 0)
 			return -EOPNOTSUPP;
-		ret = io_uring_queue_init(4, &w->uring, 0);
+		/* Cooperative task work: no interrupt of the sleeper's CPU
+		 * for a completion it will reap anyway (Linux 5.19). */
+		ret = io_uring_queue_init(4, &w->uring,
+					  IORING_SETUP_COOP_TASKRUN);
+		if (ret == -EINVAL)
+			ret = io_uring_queue_init(4, &w->uring, 0);
 		if (ret < 0)
 			return ret;
 		w->ready = true;
@@ -351,6 +356,8 @@ struct watch_notice {
 
 struct lull_watch {
 	int epfd;
+	unsigned watched;   /* pidfds in it: processes of others */
+	unsigned reads;     /* reads since the last look at the watch */
 	uint32_t seen_gen;
 	bool resync;        /* a pidfd could not be opened: try again */
 	unsigned dead;      /* slots dead and not recovered */
@@ -404,8 +411,10 @@ void lull__watch_free(struct lull_ring *ring)
 
 static void watch_unwatch(struct lull_watch *w, unsigned i)
 {
-	if (w->slot[i].pidfd >= 0)
+	if (w->slot[i].pidfd >= 0) {
 		LULL_SYSCALL(close(w->slot[i].pidfd)); /* leaves epoll too */
+		w->watched--;
+	}
 	w->slot[i].pidfd = -1;
 	w->slot[i].pid = 0;
 }
@@ -497,6 +506,7 @@ static void watch_roster(struct lull_ring *ring, struct lull_watch *w)
 			continue;
 		}
 		w->slot[i].pidfd = fd;
+		w->watched++;
 	}
 }
 
@@ -768,6 +778,14 @@ static void watch_recover(struct lull_ring *ring, struct lull_watch *w)
 			recover_lane(ring, w, i);
 }
 
+/*
+ * Reads between two looks at the watch by a consumer that never sleeps
+ * (a stream, or a spin): its sleeps would look at every wake-up, so this
+ * only bounds how many reads a death notice waits behind, at the cost of
+ * one epoll_wait(2) per that many reads.
+ */
+#define WATCH_READS 256u
+
 void lull__watch_sync(struct lull_ring *ring, bool reap)
 {
 	struct lull_watch *w;
@@ -775,8 +793,12 @@ void lull__watch_sync(struct lull_ring *ring, bool reap)
 	if (lull__ring_done(ring) || watch_get(ring, &w) < 0)
 		return;
 	watch_roster(ring, w);
-	if (reap)
+	if (!reap && w->watched && ++w->reads >= WATCH_READS)
+		reap = true;
+	if (reap) {
+		w->reads = 0;
 		watch_reap(ring, w);
+	}
 	watch_recover(ring, w);
 }
 
@@ -836,6 +858,9 @@ int lull__watch_sleep(struct lull_ring *ring, uint32_t how, uint64_t slice)
 	int ret;
 
 	ret = watch_get(ring, &w);
+	/* Every producer in this process: a futex wait is all it takes. */
+	if (ret == 0 && !w->watched)
+		return (int)lull__futex_wait(&ring->region->park, how, slice);
 	if (ret == 0)
 		ret = lull__uwait(&w->wait, &ring->region->park, how, w->epfd,
 				  slice, &died);
