@@ -72,7 +72,8 @@ ASAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:test/lib/%.c=$(B)/test/lib/asan/%.o)
 TSAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:test/lib/%.c=$(B)/test/lib/tsan/%.o)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(B)/examples/%)
-PERF_BIN := $(B)/perf/throughput $(B)/perf/handoff
+PERF_BIN := $(B)/perf/throughput $(B)/perf/handoff $(B)/perf/xproc \
+	$(B)/perf/death $(B)/perf/barrier
 
 .PHONY: all lib test test-build check check-build demo tour bench install \
 	uninstall clean deps-test deps-check deps-demo deps-bench FORCE
@@ -258,8 +259,13 @@ THROUGHPUT_SRC := perf/throughput.c perf/throughput_options.c \
 	$(if $(MOODYCAMEL_CFLAGS),perf/peer_moodycamel.cpp)
 HANDOFF_SRC := perf/handoff.c perf/handoff_options.c perf/handoff_report.c \
 	perf/handoff_mechanisms.c perf/handoff_floors.c \
-	perf/handoff_msg_ring.c $(if $(UV_CFLAGS),perf/handoff_uv.c) \
+	perf/handoff_msg_ring.c perf/handoff_xproc.c \
+	$(if $(UV_CFLAGS),perf/handoff_uv.c) \
 	$(if $(MOODYCAMEL_CFLAGS),perf/handoff_moodycamel.cpp)
+# Across processes: a program each, of one file (perf/README.md).
+XPROC_SRC := perf/xproc.c
+DEATH_SRC := perf/death.c
+BARRIER_SRC := perf/barrier.c
 PERF_OBJ = $(patsubst perf/%.cpp,$(B)/obj/perf/%.o,$(patsubst \
 	perf/%.c,$(B)/obj/perf/%.o,$(1) $(PERF_COMMON_SRC)))
 # The linker driver: $(CXX) where a program has C++ objects.
@@ -284,6 +290,12 @@ $(B)/perf/throughput: $(call PERF_OBJ,$(THROUGHPUT_SRC)) $(STLIB) $(PERF_PEERS)
 $(B)/perf/throughput: LINK = $(call PERF_LD,$(THROUGHPUT_SRC))
 $(B)/perf/handoff: $(call PERF_OBJ,$(HANDOFF_SRC)) $(STLIB) $(PERF_PEERS)
 $(B)/perf/handoff: LINK = $(call PERF_LD,$(HANDOFF_SRC))
+$(B)/perf/xproc: $(call PERF_OBJ,$(XPROC_SRC)) $(STLIB) $(PERF_PEERS)
+$(B)/perf/xproc: LINK = $(CC)
+$(B)/perf/death: $(call PERF_OBJ,$(DEATH_SRC)) $(STLIB) $(PERF_PEERS)
+$(B)/perf/death: LINK = $(CC)
+$(B)/perf/barrier: $(call PERF_OBJ,$(BARRIER_SRC)) $(STLIB) $(PERF_PEERS)
+$(B)/perf/barrier: LINK = $(CC)
 $(PERF_BIN):
 	@mkdir -p $(@D)
 	$(call say,LD,$@) $(LINK) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) \
@@ -303,11 +315,15 @@ tour: deps-demo
 
 deps-bench:
 	$(Q)sh scripts/deps.sh bench
-# Both benchmarks with their defaults (about 7 minutes on 2 CPUs), their
-# JSON in results/ and plots in results/plots/; tables on stderr.  Options
-# for each: make bench THROUGHPUT_ARGS='--runs 1' HANDOFF_ARGS='--pin same'
+# Every benchmark with its defaults (about 9 minutes on 2 CPUs, estimated),
+# their JSON in results/ and plots of throughput and handoff in
+# results/plots/; tables on stderr.  Options for each: make bench
+# THROUGHPUT_ARGS='--runs 1' HANDOFF_ARGS='--pin same' XPROC_ARGS='--pin'
+# DEATH_ARGS='--rounds 50'
 THROUGHPUT_ARGS ?=
 HANDOFF_ARGS ?=
+XPROC_ARGS ?=
+DEATH_ARGS ?=
 bench: deps-bench
 	$(Q)$(MAKE) --no-print-directory $(PERF_BIN)
 	$(Q)mkdir -p results
@@ -319,6 +335,9 @@ bench: deps-bench
 	$(Q)python3 perf/json2dat.py results/handoff.json results/plots
 	$(Q)gnuplot -e "dir='results/plots'" perf/plot_handoff.gp && \
 		echo "plots: results/plots/handoff_*.png"
+	$(Q)$(B)/perf/xproc --json $(XPROC_ARGS) > results/xproc.json
+	$(Q)$(B)/perf/death --json $(DEATH_ARGS) > results/death.json
+	$(Q)$(B)/perf/barrier --json > results/barrier.json
 
 # --- install -------------------------------------------------------------
 install: lib

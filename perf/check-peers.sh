@@ -111,6 +111,12 @@ throughput eventfd -
 handoff moodycamel-blocking cxx:concurrentqueue
 handoff uv-async libuv
 handoff msg-ring -
+handoff lull-blocking-memfd -
+handoff lull-blocking-xproc -
+handoff lull-uring-futex-xproc -
+handoff futex-xproc-floor -
+handoff unix-xproc -
+handoff pipe-xproc -
 LIST
 
 echo "peers: $passed passed, $failed failed"

@@ -42,6 +42,23 @@
  *   msg-ring            io_uring IORING_OP_MSG_RING from the producer's
  *                       ring into the consumer's, which waits in
  *                       io_uring_wait_cqe() (Linux 5.18+)
+ * Across processes (handoff_xproc.c; --mechanism xproc picks these and
+ * the same-process ones they are compared with):
+ *   lull-blocking-memfd lull-blocking on a ring shared between processes
+ *                       (lull_ring_create_shared), the consumer still a
+ *                       thread of this process: the shared ring's price
+ *   lull-blocking-xproc the same, the consumer a forked child that opened
+ *                       the ring's memfd (LULL_OPEN_CONSUMER), parked in
+ *                       lull_ring_wait()
+ *   lull-uring-futex-xproc  the child parks in a lull_loop (uring-futex,
+ *                       the one loop backend a shared ring takes)
+ *   futex-xproc-floor   futex-floor with the consumer in the child: a
+ *                       shared futex on a word in MAP_SHARED memory
+ *   unix-xproc          a SOCK_SEQPACKET socketpair: write(2), and the
+ *                       child's blocking read(2)
+ *   pipe-xproc          a pipe, the same
+ * Each lull one's p50 is compared with lull-blocking's (or lull-uring-
+ * futex's) in the same run: the goal is within 1.1x.
  * The floors' io_urings are set up like lull's loop (SINGLE_ISSUER and
  * DEFER_TASKRUN where the kernel has them) but wait with no timeout.  The
  * floors' futexes are private unless --shared-futex (lull's are shared: see
@@ -84,8 +101,8 @@
  * consumer's clock and checks, the watchdog, the idle and latency
  * accounting); the command line is in handoff_options.c, the table,
  * headline and JSON in handoff_report.c, the mechanisms in
- * handoff_mechanisms.c and the floors in handoff_floors.c, behind
- * handoff.h.
+ * handoff_mechanisms.c, the floors in handoff_floors.c and the consumer
+ * in another process in handoff_xproc.c, behind handoff.h.
  *
  * Build: make build/perf/handoff
  * Run:   build/perf/handoff [--mechanism all] [--pin cross|same|none] [--json]
@@ -141,17 +158,19 @@ static uint64_t next_gap(uint64_t *state, uint64_t max_gap_ns)
 
 /* --- the consumer ---------------------------------------------------- */
 
-/* Runs on the consumer thread, which may be inside a loop callback. */
+/*
+ * Runs on the consumer thread (in the child, for -xproc), which may be
+ * inside a loop callback.
+ */
 void ho_snap_take(struct consumer *c, struct snap *s)
 {
-	struct run *run = c->run;
 	struct lull_loop_stats ls;
 
 	getrusage(RUSAGE_THREAD, &s->ru);
 	s->t = bench_now_ns();
 	s->iters = c->iters;
-	if (run->ring)
-		lull_ring_stats(run->ring, &s->rs);
+	if (c->ring)
+		lull_ring_stats(c->ring, &s->rs);
 	if (c->loop && lull_loop_stats(c->loop, &ls) == 0)
 		s->loop_iters = ls.iterations;
 }
@@ -323,6 +342,7 @@ static void record_run(struct run *run, double others)
 	}
 	m->others[i] = others;
 	m->full_waits += run->full_waits;
+	m->clock_skew += c->clock_skew;
 	m->done_runs++;
 }
 
@@ -365,12 +385,22 @@ static void wait_quiet(double max)
  * producers can only live in this process, so the park barrier is
  * asymmetric: a membarrier(2) on each park, a compiler barrier on each
  * commit.  A region in caller memory (lull_ring_create_in) may be shared
- * with other processes, so both sides use a full fence instead.
+ * with other processes, so both sides use a full fence instead, as on a
+ * shared ring (lull_ring_create_shared: a memfd), whose consumer is
+ * another process (PROC_OTHER: this handle only produces, the child opens
+ * its own) or a thread of this one (PROC_MEMFD).
  */
 static int ring_make(struct run *run)
 {
+	enum proc_kind proc = mech_descs[run->mech->kind].proc;
 	ssize_t size;
 
+	if (proc != PROC_LOCAL)
+		return lull_ring_create_shared(&run->ring, RING_CAPACITY,
+					       LULL_RING_SPSC,
+					       proc == PROC_OTHER
+						       ? LULL_SHARE_NO_CONSUMER
+						       : 0);
 	if (!run->mech->fence)
 		return lull_ring_create(&run->ring, RING_CAPACITY,
 					LULL_RING_SPSC);
@@ -384,24 +414,54 @@ static int ring_make(struct run *run)
 				   RING_CAPACITY, LULL_RING_SPSC);
 }
 
+/*
+ * Memory of the run that the consumer writes and main reads: in a
+ * MAP_SHARED mapping, made before the fork, when the consumer is another
+ * process (@shared); else on the heap.  Line-aligned and zeroed either way.
+ */
+static void *run_mem(size_t size, bool shared)
+{
+	size_t rounded = (size + LINE - 1) & ~(size_t)(LINE - 1);
+	void *p;
+
+	if (shared) {
+		p = mmap(NULL, rounded, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	p = aligned_alloc(LINE, rounded);
+	if (p)
+		memset(p, 0, rounded);
+	return p;
+}
+
+static void run_mem_free(void *p, size_t size, bool shared)
+{
+	if (p && shared)
+		munmap(p, (size + LINE - 1) & ~(size_t)(LINE - 1));
+	else
+		free(p);
+}
+
 /* One run; returns the CPUs other processes used meanwhile. */
 static double run_once(struct mech *m, const struct options *opt,
 		       const int *cpus, int ncpus, int index)
 {
 	const struct mech_desc *d = &mech_descs[m->kind];
+	bool xproc = is_xproc(m->kind);
+	pthread_barrierattr_t battr;
 	struct run *run;
 	pthread_t ctid, ptid;
 	struct timespec deadline;
 	struct bench_others o;
-	uint64_t limit_ns;
+	uint64_t limit_ns, child_cpu_ns = 0;
 	double others;
+	pid_t cpid = -1;
 	int r, pin;
 
-	run = aligned_alloc(LINE, (sizeof(*run) + LINE - 1) &
-					  ~(size_t)(LINE - 1));
+	run = run_mem(sizeof(*run), xproc);
 	if (!run)
 		ho_die(NULL, "out of memory");
-	memset(run, 0, sizeof(*run));
 	run->mech = m;
 	run->opt = opt;
 	run->index = index;
@@ -418,12 +478,12 @@ static double run_once(struct mech *m, const struct options *opt,
 		run->producer_cpu =
 			pin == PIN_CROSS && ncpus > 1 ? cpus[1] : cpus[0];
 	}
-	run->lat = calloc(run->n, sizeof(*run->lat));
+	run->lat = run_mem(run->n * sizeof(*run->lat), xproc);
 	run->push = calloc(run->n, sizeof(*run->push));
 	if (!run->lat || !run->push)
 		ho_die(run, "out of memory");
 	if (d->style == STYLE_FLOOR) {
-		run->ts = calloc(run->n + 1, sizeof(*run->ts));
+		run->ts = run_mem((run->n + 1) * sizeof(*run->ts), xproc);
 		if (!run->ts)
 			ho_die(run, "out of memory");
 		if (m->kind == MECH_EVENTFD_FLOOR ||
@@ -439,12 +499,23 @@ static double run_once(struct mech *m, const struct options *opt,
 		r = ring_make(run);
 		if (r < 0)
 			ho_die(run, "lull_ring_create: %s", lull_strerror(r));
+		/* The child opens its own (ho_consumer_fork()). */
+		if (!xproc)
+			run->c.ring = run->ring;
 	}
-	pthread_barrier_init(&run->ready, NULL, 2);
+	pthread_barrierattr_init(&battr);
+	if (xproc)
+		pthread_barrierattr_setpshared(&battr, PTHREAD_PROCESS_SHARED);
+	pthread_barrier_init(&run->ready, &battr, 2);
+	pthread_barrierattr_destroy(&battr);
 
 	bench_others_start(&o);
-	if (pthread_create(&ctid, NULL, consumer_main, run) ||
-	    pthread_create(&ptid, NULL, producer_main, run))
+	/* The fork first, while this process has no other thread. */
+	if (xproc)
+		cpid = ho_consumer_fork(run, consumer_main);
+	else if (pthread_create(&ctid, NULL, consumer_main, run))
+		ho_die(run, "pthread_create failed");
+	if (pthread_create(&ptid, NULL, producer_main, run))
 		ho_die(run, "pthread_create failed");
 
 	/* The watchdog: far longer than the run can take when it works. */
@@ -457,7 +528,10 @@ static double run_once(struct mech *m, const struct options *opt,
 		deadline.tv_sec++;
 		deadline.tv_nsec -= 1000000000;
 	}
-	r = pthread_timedjoin_np(ctid, NULL, &deadline);
+	if (xproc)
+		r = ho_consumer_wait(run, cpid, limit_ns, &child_cpu_ns);
+	else
+		r = pthread_timedjoin_np(ctid, NULL, &deadline);
 	if (r == ETIMEDOUT)
 		ho_die(run,
 		    "stuck: the consumer has %llu of %llu messages after "
@@ -466,6 +540,10 @@ static double run_once(struct mech *m, const struct options *opt,
 		    (unsigned long long)(run->n + 1), (double)limit_ns / 1e9);
 	pthread_join(ptid, NULL);
 	others = bench_others_cpus(&o);
+	/* The consumer process is ours, not another's. */
+	others -= (double)child_cpu_ns / (double)(bench_now_ns() - o.t);
+	if (others < 0)
+		others = 0;
 	if (!run->c.done || run->c.expected != run->n + 1 ||
 	    run->sent != run->n + 1)
 		ho_die(run, "received %llu messages of %llu sent, %llu expected",
@@ -495,10 +573,10 @@ static double run_once(struct mech *m, const struct options *opt,
 	}
 	if (run->efd >= 0)
 		close(run->efd);
-	free(run->ts);
-	free(run->lat);
+	run_mem_free(run->ts, (run->n + 1) * sizeof(*run->ts), xproc);
+	run_mem_free(run->lat, run->n * sizeof(*run->lat), xproc);
 	free(run->push);
-	free(run);
+	run_mem_free(run, sizeof(*run), xproc);
 	return others;
 }
 
@@ -567,7 +645,8 @@ int main(int argc, char **argv)
 	if (opt.json)
 		for (i = 0; i < nm; i++)
 			if (ms[i].done_runs)
-				ho_print_json(&ms[i], &opt, ho_pin_names[opt.pin]);
+				ho_print_json(ms, nm, &ms[i], &opt,
+					      ho_pin_names[opt.pin]);
 	fflush(stdout);
 	if (opt.headline)
 		ho_print_headline(out, ms, nm, &opt);

@@ -7,7 +7,9 @@
  * its report (handoff_report.c) and the mechanisms (handoff_mechanisms.c:
  * poll, spin, yield and lull's ways of waiting; handoff_floors.c: the bare
  * kernel wake-ups underneath; handoff_msg_ring.c, handoff_uv.c and
- * handoff_moodycamel.cpp: other libraries' queues, behind struct ho_queue).
+ * handoff_moodycamel.cpp: other libraries' queues, behind struct ho_queue;
+ * handoff_xproc.c: the consumer in another process, and the socket and
+ * pipe between processes).
  *
  * The C++ mechanism includes this header too (g++ -std=c++23, whose
  * <stdatomic.h> maps _Atomic(T) to std::atomic<T>): the atomic members are
@@ -25,7 +27,9 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -35,9 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,7 +97,21 @@ enum mech_kind {
 	MECH_MOODYCAMEL_BLOCKING,
 	MECH_UV_ASYNC,
 	MECH_MSG_RING,
+	/* Rings shared between processes (handoff_xproc.c). */
+	MECH_LULL_BLOCKING_MEMFD,
+	MECH_LULL_BLOCKING_XPROC,
+	MECH_LULL_URING_FUTEX_XPROC,
+	MECH_FUTEX_XPROC_FLOOR,
+	MECH_UNIX_XPROC,
+	MECH_PIPE_XPROC,
 	MECH_KINDS
+};
+
+/* Where the consumer is, and what ring it reads. */
+enum proc_kind {
+	PROC_LOCAL,  /* a thread of this process; a ring of this process */
+	PROC_MEMFD,  /* a thread of this process on a shared ring (memfd) */
+	PROC_OTHER,  /* a forked child: another process, shared memory */
 };
 
 /* How the consumer waits. */
@@ -132,6 +153,10 @@ struct mech_desc {
 	/* STYLE_QUEUE: its hooks (NULL: not built), and what it needs. */
 	const struct ho_queue *queue;
 	const char *package;
+	/* Where the consumer runs; the same-process mechanism a
+	 * PROC_MEMFD or PROC_OTHER lull mechanism is compared with. */
+	enum proc_kind proc;
+	enum mech_kind same;
 };
 
 extern const struct mech_desc mech_descs[MECH_KINDS];
@@ -140,6 +165,12 @@ static inline bool is_lull(enum mech_kind k)
 {
 	return mech_descs[k].style == STYLE_LULL_LOOP ||
 	       mech_descs[k].style == STYLE_LULL_WAIT;
+}
+
+/* The consumer is another process: the run lives in shared memory. */
+static inline bool is_xproc(enum mech_kind k)
+{
+	return mech_descs[k].proc == PROC_OTHER;
 }
 
 /*
@@ -227,14 +258,22 @@ struct snap {
 
 struct consumer {
 	struct run *run;
+	/* The consumer's handle: run->ring, or (PROC_OTHER) the child's
+	 * own, opened from the ring's memfd. */
+	struct lull_ring *ring;
 	uint64_t expected; /* the next sequence number */
 	uint64_t iters;    /* times it waited (slept, yielded, paused) */
+	uint64_t clock_skew; /* receive time before push time */
 	bool done;
 	struct lull_loop *loop;
 	struct snap start, idle0, idle1;
 };
 
-/* The shared state of one run; sides on lines of their own. */
+/*
+ * The shared state of one run; sides on lines of their own.  When the
+ * consumer is another process (PROC_OTHER) the run, lat[] and ts[] are in
+ * a MAP_SHARED mapping made before the fork, and ready is process-shared.
+ */
 struct run {
 	struct mech *mech;
 	const struct options *opt;
@@ -291,7 +330,7 @@ static inline void ho_take(struct consumer *c, uint64_t seq, uint64_t t_push)
 			      memory_order_relaxed);
 	if (likely(seq < run->n)) {
 		if (unlikely(now < t_push)) {
-			run->mech->clock_skew++;
+			c->clock_skew++;
 			now = t_push;
 		}
 		run->lat[seq] = now - t_push;
@@ -323,8 +362,8 @@ void ho_headline_intro(FILE *f, const struct mech *ms, int nm,
 		       const struct options *opt, const char *pin_desc);
 void ho_headline_run(FILE *f, const struct mech *m,
 		     const struct options *opt);
-void ho_print_json(const struct mech *m, const struct options *opt,
-		   const char *pin);
+void ho_print_json(const struct mech *ms, int nm, const struct mech *m,
+		   const struct options *opt, const char *pin);
 void ho_print_table(FILE *f, const struct mech *ms, int nm,
 		    const struct options *opt);
 void ho_print_headline(FILE *f, const struct mech *ms, int nm,
@@ -350,6 +389,19 @@ void ho_floor_wake(struct run *run);
 extern const struct ho_queue ho_msg_ring;
 extern const struct ho_queue ho_uv_async;
 extern const struct ho_queue ho_moodycamel_blocking;
+
+/*
+ * handoff_xproc.c: the kernel's ways between processes, unix-xproc (a
+ * SOCK_SEQPACKET socketpair) and pipe-xproc, and the consumer's process:
+ * the fork, the child's handle on the shared ring, and the wait for it.
+ */
+extern const struct ho_queue ho_unix_xproc;
+extern const struct ho_queue ho_pipe_xproc;
+pid_t ho_consumer_fork(struct run *run, void *(*consumer)(void *));
+/* 0 once the child exited well (its CPU time in *cpu_ns), ETIMEDOUT
+ * (killed: it was stuck); any failure of the child is ho_die(). */
+int ho_consumer_wait(struct run *run, pid_t pid, uint64_t limit_ns,
+		     uint64_t *cpu_ns);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,9 @@
  * or an eventfd write (eventfd-floor, uring-eventfd-floor); the consumer
  * waits with FUTEX_WAIT, read(2), or the same through an io_uring set up
  * like lull's loop (SINGLE_ISSUER, DEFER_TASKRUN where the kernel has them)
- * but with no timeout.
+ * but with no timeout.  futex-xproc-floor is futex-floor with the consumer
+ * in another process: a shared futex (no FUTEX_PRIVATE_FLAG) on the count,
+ * which lies in the run's MAP_SHARED mapping.
  */
 #include "handoff.h"
 
@@ -97,6 +99,7 @@ void ho_consume_floor(struct consumer *c)
 		c->iters++;
 		switch (kind) {
 		case MECH_FUTEX_FLOOR:
+		case MECH_FUTEX_XPROC_FLOOR:
 			/* Returns at once if the count is no longer @seen. */
 			r = futex_op(&run->word,
 				     FUTEX_WAIT | run->futex_private, seen);
@@ -141,6 +144,7 @@ void ho_floor_wake(struct run *run)
 	switch (run->mech->kind) {
 	case MECH_FUTEX_FLOOR:
 	case MECH_URING_FUTEX_FLOOR:
+	case MECH_FUTEX_XPROC_FLOOR:
 		if (futex_op(&run->word, FUTEX_WAKE | run->futex_private, 1) <
 		    0)
 			ho_die(run, "FUTEX_WAKE: %s", strerror(errno));

@@ -58,6 +58,40 @@ const struct mech_desc mech_descs[MECH_KINDS] = {
 			    UV_QUEUE, "libuv1-dev" },
 	[MECH_MSG_RING] = { "msg-ring", STYLE_QUEUE, true, 0, MECH_KINDS,
 			    &ho_msg_ring, "liburing" },
+	/*
+	 * Across processes (handoff_xproc.c).  lull-blocking-memfd is the
+	 * step between: a consumer thread of this process, but on a shared
+	 * ring, so that what the shared ring's park costs (a fence on both
+	 * sides, the wait beside the producers' pidfds) and what another
+	 * process costs show apart.
+	 */
+	[MECH_LULL_BLOCKING_MEMFD] = {
+		.name = "lull-blocking-memfd", .style = STYLE_LULL_WAIT,
+		.sleeps = true, .backend = LULL_BACKEND_BLOCKING,
+		.floor = MECH_URING_FUTEX_FLOOR, .proc = PROC_MEMFD,
+		.same = MECH_LULL_BLOCKING },
+	[MECH_LULL_BLOCKING_XPROC] = {
+		.name = "lull-blocking-xproc", .style = STYLE_LULL_WAIT,
+		.sleeps = true, .backend = LULL_BACKEND_BLOCKING,
+		.floor = MECH_FUTEX_XPROC_FLOOR, .proc = PROC_OTHER,
+		.same = MECH_LULL_BLOCKING },
+	[MECH_LULL_URING_FUTEX_XPROC] = {
+		.name = "lull-uring-futex-xproc", .style = STYLE_LULL_LOOP,
+		.sleeps = true, .backend = LULL_BACKEND_URING_FUTEX,
+		.floor = MECH_FUTEX_XPROC_FLOOR, .proc = PROC_OTHER,
+		.same = MECH_LULL_URING_FUTEX },
+	[MECH_FUTEX_XPROC_FLOOR] = {
+		.name = "futex-xproc-floor", .style = STYLE_FLOOR,
+		.sleeps = true, .floor = MECH_KINDS, .proc = PROC_OTHER,
+		.same = MECH_FUTEX_FLOOR },
+	[MECH_UNIX_XPROC] = {
+		.name = "unix-xproc", .style = STYLE_QUEUE, .sleeps = true,
+		.floor = MECH_KINDS, .queue = &ho_unix_xproc, .package = "-",
+		.proc = PROC_OTHER, .same = MECH_KINDS },
+	[MECH_PIPE_XPROC] = {
+		.name = "pipe-xproc", .style = STYLE_QUEUE, .sleeps = true,
+		.floor = MECH_KINDS, .queue = &ho_pipe_xproc, .package = "-",
+		.proc = PROC_OTHER, .same = MECH_KINDS },
 };
 
 static int ring_handler(const struct lull_record *rec, void *ctx)
@@ -86,7 +120,7 @@ static int ring_handler(const struct lull_record *rec, void *ctx)
 /* Read what is there; false when the ring was empty. */
 static inline bool ring_drain(struct consumer *c)
 {
-	int r = lull_ring_read(c->run->ring, ring_handler, c, READ_BATCH);
+	int r = lull_ring_read(c->ring, ring_handler, c, READ_BATCH);
 
 	if (likely(r > 0))
 		return true;
@@ -125,7 +159,7 @@ void ho_consume_lull_wait(struct consumer *c)
 	};
 	int r;
 
-	r = lull_ring_park_config(run->ring, &pc);
+	r = lull_ring_park_config(c->ring, &pc);
 	if (r < 0)
 		ho_die(run, "lull_ring_park_config: %s", lull_strerror(r));
 	pthread_barrier_wait(&run->ready);
@@ -134,7 +168,7 @@ void ho_consume_lull_wait(struct consumer *c)
 		if (ring_drain(c))
 			continue;
 		c->iters++;
-		r = lull_ring_wait(run->ring, -1);
+		r = lull_ring_wait(c->ring, -1);
 		if (r < 0)
 			ho_die(run, "lull_ring_wait: %s", lull_strerror(r));
 	}
@@ -155,7 +189,7 @@ void ho_consume_lull_loop(struct consumer *c)
 		ho_die(run, "lull_loop_create: %s", lull_strerror(r));
 	/* "lull" asked for AUTO: note what lull picked. */
 	run->mech->backend = lull_loop_backend(c->loop);
-	r = lull_loop_attach(c->loop, run->ring, ring_handler, c, 0);
+	r = lull_loop_attach(c->loop, c->ring, ring_handler, c, 0);
 	if (r < 0)
 		ho_die(run, "lull_loop_attach: %s", lull_strerror(r));
 	pthread_barrier_wait(&run->ready);

@@ -56,7 +56,11 @@ static void usage_mechanisms(FILE *f)
 		col += len - 1;
 	}
 	fprintf(f, "\n                      and lull (not in all): a loop on "
-		   "the backend lull picks\n");
+		   "the backend lull picks;\n"
+		   "                      xproc: the mechanisms across processes "
+		   "(-memfd, -xproc)\n"
+		   "                      and the same-process ones they are "
+		   "compared with\n");
 }
 
 static void usage(FILE *f)
@@ -131,6 +135,25 @@ static int spin_list(const char *arg, uint64_t *ns)
 #endif
 }
 
+/*
+ * --mechanism xproc: every mechanism across processes, the same-process
+ * ones they are compared with, and the floors of both.
+ */
+static void xproc_set(bool *want)
+{
+	for (int k = 0; k < MECH_KINDS; k++) {
+		const struct mech_desc *d = &mech_descs[k];
+
+		if (d->proc == PROC_LOCAL)
+			continue;
+		want[k] = true;
+		if (d->same < MECH_KINDS)
+			want[d->same] = true;
+		if (d->floor < MECH_KINDS)
+			want[d->floor] = true;
+	}
+}
+
 int ho_parse_options(int argc, char **argv, struct options *opt)
 {
 	enum { O_MECH = 256, O_MESSAGES, O_RUNS, O_GAP, O_POLL, O_IDLE,
@@ -182,6 +205,10 @@ int ho_parse_options(int argc, char **argv, struct options *opt)
 			if (!strcmp(optarg, "all")) {
 				for (k = 0; k < MECH_KINDS; k++)
 					opt->want[k] = k != MECH_LULL_AUTO;
+				break;
+			}
+			if (!strcmp(optarg, "xproc")) {
+				xproc_set(opt->want);
 				break;
 			}
 			for (k = 0; k < MECH_KINDS; k++)
@@ -441,7 +468,10 @@ int ho_mechs_make(const struct options *opt, struct mech *ms, int max)
 			spins = opt->loop_spin_ns;
 			nspin = opt->nloop_spins;
 		}
-		if (is_lull((enum mech_kind)k))
+		/* A shared ring's barrier is a fence, always: no variant. */
+		if (mech_descs[k].proc != PROC_LOCAL)
+			variants = NULL;
+		else if (is_lull((enum mech_kind)k))
 			variants = opt->barriers;
 		else if (k == MECH_FUTEX_FLOOR || k == MECH_URING_FUTEX_FLOOR)
 			variants = opt->futexes;
@@ -458,8 +488,10 @@ int ho_mechs_make(const struct options *opt, struct mech *ms, int max)
 			m->kind = (enum mech_kind)k;
 			m->spin_ns = spins ? spins[s / 2]
 					   : LULL_PARK_SPIN_DEFAULT_NS;
-			m->fence = alt && is_lull(m->kind);
-			m->shared = alt && !is_lull(m->kind);
+			m->fence = (alt || mech_descs[k].proc != PROC_LOCAL) &&
+				   is_lull(m->kind);
+			m->shared = (alt && !is_lull(m->kind)) ||
+				    k == MECH_FUTEX_XPROC_FLOOR;
 			len = snprintf(m->label, sizeof(m->label), "%s",
 				       mech_descs[k].name);
 			if (nspin > 1)

@@ -43,6 +43,81 @@ static uint64_t p50_of(const struct mech *m)
 	return hist_quantile(m->pooled, 0.5);
 }
 
+/* The issue's goal for lull across processes: p50 within 1.1x of the
+ * same-process figure. */
+#define XPROC_GOAL 1.1
+
+/*
+ * The same-process mechanism @m (PROC_MEMFD or PROC_OTHER) is compared
+ * with, in its default variant with @m's spin setting when that ran, or
+ * NULL.
+ */
+static const struct mech *same_of(const struct mech *ms, int nm,
+				  const struct mech *m)
+{
+	enum mech_kind same = mech_descs[m->kind].same;
+
+	if (mech_descs[m->kind].proc == PROC_LOCAL || same >= MECH_KINDS)
+		return NULL;
+	for (int i = 0; i < nm; i++)
+		if (ms[i].kind == same && ms[i].done_runs && !ms[i].fence &&
+		    !ms[i].shared && ms[i].spin_ns == m->spin_ns)
+			return &ms[i];
+	return find_kind(ms, nm, same);
+}
+
+/*
+ * The consumer in another process: each mechanism's p50 and p99, over the
+ * same-process figure (for lull, the goal: within XPROC_GOAL), and lull's
+ * across processes over the kernel's ways.
+ */
+static void print_xproc(FILE *f, const struct mech *ms, int nm)
+{
+	const struct mech *lx = find_kind(ms, nm, MECH_LULL_BLOCKING_XPROC);
+	const struct mech *lu = find_kind(ms, nm, MECH_LULL_URING_FUTEX_XPROC);
+	bool any = false;
+
+	for (int i = 0; i < nm; i++) {
+		const struct mech *m = &ms[i], *same = same_of(ms, nm, m);
+		double p = (double)p50_of(m), lo, hi, mid, r;
+
+		if (mech_descs[m->kind].proc == PROC_LOCAL || !m->done_runs)
+			continue;
+		if (!any)
+			fprintf(f,
+				"\nacross processes (-xproc: the consumer is a "
+				"forked child, on the shared\nring's memfd or "
+				"the kernel's object; -memfd: a thread of this "
+				"process on a\nshared ring): pooled p50 and "
+				"p99 (runs: the median of the runs' p50s)\n");
+		any = true;
+		mid = bench_range(m->p50, m->done_runs, &lo, &hi);
+		fprintf(f, "  %-24s p50 %7.2f us p99 %8.2f us (runs %.2f)",
+			m->label, p / 1e3, us(hist_quantile(m->pooled, 0.99)),
+			mid / 1e3);
+		if (same && p50_of(same) > 0) {
+			r = p / (double)p50_of(same);
+			fprintf(f, "; / %s %.2fx (runs %.2fx)", same->label, r,
+				bench_ratio(mid,
+					    bench_median(same->p50,
+							 same->done_runs)));
+			if (is_lull(m->kind))
+				fprintf(f, ": goal within %.1fx %s", XPROC_GOAL,
+					r <= XPROC_GOAL ? "met" : "MISSED");
+		}
+		if (!is_lull(m->kind) && p > 0) {
+			if (lx)
+				fprintf(f, "; lull-blocking-xproc / it %.2fx",
+					(double)p50_of(lx) / p);
+			if (lu)
+				fprintf(f, "%s lull-uring-futex-xproc / it "
+					   "%.2fx",
+					lx ? "," : ";", (double)p50_of(lu) / p);
+		}
+		fputc('\n', f);
+	}
+}
+
 void ho_print_table(FILE *f, const struct mech *ms, int nm,
 		    const struct options *opt)
 {
@@ -94,6 +169,8 @@ void ho_print_table(FILE *f, const struct mech *ms, int nm,
 				ff || own ? "; " : "", (double)p50_of(poll) / p);
 		fputc('\n', f);
 	}
+
+	print_xproc(f, ms, nm);
 
 	fprintf(f,
 		"\nper mechanism: the p50 of each run (median, min..max); how "
@@ -381,10 +458,11 @@ static void print_cdf(const struct hist *h)
 	printf(",[1,%llu]],", (unsigned long long)h->max);
 }
 
-void ho_print_json(const struct mech *m, const struct options *opt,
-		   const char *pin)
+void ho_print_json(const struct mech *ms, int nm, const struct mech *m,
+		   const struct options *opt, const char *pin)
 {
 	const struct mech_desc *d = &mech_descs[m->kind];
+	const struct mech *same = same_of(ms, nm, m);
 	const struct hist *h = m->pooled;
 	int n = m->done_runs;
 	double lo, hi, mid;
@@ -438,9 +516,25 @@ void ho_print_json(const struct mech *m, const struct options *opt,
 		       m->fence ? "fence" : "membarrier");
 	if (m->kind == MECH_POLL)
 		printf("\"poll_interval_us\":%g,", (double)opt->poll_ns / 1e3);
-	if (m->kind == MECH_FUTEX_FLOOR || m->kind == MECH_URING_FUTEX_FLOOR)
+	if (m->kind == MECH_FUTEX_FLOOR || m->kind == MECH_URING_FUTEX_FLOOR ||
+	    m->kind == MECH_FUTEX_XPROC_FLOOR)
 		printf("\"futex\":\"%s\",",
 		       m->shared ? "shared" : "private");
+	printf("\"consumer_process\":\"%s\",",
+	       d->proc == PROC_OTHER ? "other" : "same");
+	if (is_lull(m->kind))
+		printf("\"shared_ring\":%s,",
+		       d->proc != PROC_LOCAL ? "true" : "false");
+	if (same && p50_of(same) > 0) {
+		double r = (double)p50_of(m) / (double)p50_of(same);
+
+		printf("\"same_process\":\"%s\",\"same_process_p50_ratio\":"
+		       "%.3f,",
+		       same->label, r);
+		if (is_lull(m->kind))
+			printf("\"goal_p50_ratio\":%.1f,\"goal\":\"%s\",",
+			       XPROC_GOAL, r <= XPROC_GOAL ? "met" : "missed");
+	}
 	print_cdf(h);
 	printf("\"other_cpus\":%.3f,\"ring_full_waits\":%llu}\n",
 	       bench_median(m->others, n), (unsigned long long)m->full_waits);

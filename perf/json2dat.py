@@ -42,6 +42,9 @@ ORDER = ["lull-spsc", "lull-mpsc", "ck-spsc", "ck-mpmc", "ck-mpsc",
          "moodycamel", "pipe", "eventfd"]
 # handoff's mechanisms built on other libraries' queues.
 LIBRARIES = ["moodycamel-blocking", "uv-async", "msg-ring"]
+# handoff's kernel ways between processes (lull's and the floor's are in
+# the lull and floor groups).
+KERNEL_XPROC = ["unix-xproc", "pipe-xproc"]
 
 
 def ring_key(name):
@@ -55,6 +58,8 @@ def mech_group(mech):
         return 2
     if mech in LIBRARIES:
         return 3
+    if mech in KERNEL_XPROC:
+        return 4
     return 0
 
 
@@ -82,7 +87,7 @@ def handoff(results, src, outdir):
     with open(os.path.join(outdir, "handoff_idle.dat"), "w",
               encoding="utf-8") as out:
         out.write("# position, label, group (0 polls, 1 lull, 2 floor, "
-                  "3 library), "
+                  "3 library, 4 kernel across processes), "
                   "idle wake-ups/s, idle CPU ms per %g s (medians)\n"
                   % results[0].get("idle_seconds", 2))
         for i, r in enumerate(results):

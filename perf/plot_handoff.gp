@@ -14,7 +14,9 @@
 #   handoff_idle_cpu.png      idle CPU per idle window per mechanism (bars)
 # Colours: lull's consumers red to orange, the bare kernel floors blue
 # (dashed), the polling consumers black and grey, other libraries' queues
-# purple, brown and teal; a mechanism keeps its colour in every plot.  The
+# purple, brown and teal, the mechanisms across processes pink (lull),
+# light blue (the floor) and ochre (socket, pipe); a mechanism keeps its
+# colour in every plot.  The
 # bar charts are logarithmic (poll wakes ~1000 times a second, lull ~2, the
 # floors never), so a zero is drawn as a stub on the axis and labelled 0.
 
@@ -28,10 +30,13 @@ set terminal pngcairo size 1100,700 enhanced font "sans,11"
 all = "poll spin yield lull lull-uring-futex lull-uring-eventfd " \
 	. "lull-epoll lull-blocking lull-spin-park futex-floor " \
 	. "eventfd-floor uring-futex-floor uring-eventfd-floor " \
-	. "moodycamel-blocking uv-async msg-ring"
+	. "moodycamel-blocking uv-async msg-ring lull-blocking-memfd " \
+	. "lull-blocking-xproc lull-uring-futex-xproc futex-xproc-floor " \
+	. "unix-xproc pipe-xproc"
 colours = "#000000 #8c8c8c #b0b0b0 #7b0000 #d7191c #f46d43 #fdae61 " \
 	. "#e7298a #984ea3 #08306b #2171b5 #4eb3d3 #41ab5d " \
-	. "#6a3d9a #a6761d #1b9e77"
+	. "#6a3d9a #a6761d #1b9e77 #c51b7d #f768a1 #fa9fb5 #6baed6 " \
+	. "#bf812d #80cdc1"
 mechindex(m) = (n = 0, \
 	sum [k = 1:words(all)] (word(all, k) eq m ? (n = k, 0) : 0), n)
 colour(m) = mechindex(m) > 0 ? word(colours, mechindex(m)) : "#000000"
@@ -89,9 +94,10 @@ set xtics rotate by -35 left nomirror
 set xrange [-0.7:words(labels) - 0.3]
 set bmargin 9
 set key top right box opaque Left reverse
-# group: 0 polls, 1 lull, 2 floor, 3 another library's queue
+# group: 0 polls, 1 lull, 2 floor, 3 another library's queue, 4 the
+# kernel's ways between processes (unix-xproc, pipe-xproc)
 gcolour(g) = g == 1 ? 0xd7191c : (g == 2 ? 0x2171b5 : \
-	(g == 3 ? 0x6a3d9a : 0x606060))
+	(g == 3 ? 0x6a3d9a : (g == 4 ? 0xbf812d : 0x606060)))
 top(v, lo) = v > lo ? v : lo
 note = sprintf("{/*0.8 medians of %d runs of a %g s window with no " \
 	. "messages; lull's safety net %g ms: up to %g wake-ups/s by design}", \
@@ -111,6 +117,7 @@ plot dir."/handoff_idle.dat" \
 	NaN with boxes lc rgb "#d7191c" title "lull parked", \
 	NaN with boxes lc rgb "#2171b5" title "bare kernel floor", \
 	NaN with boxes lc rgb "#6a3d9a" title "other libraries' queues", \
+	NaN with boxes lc rgb "#bf812d" title "socket, pipe across processes", \
 	NaN with boxes lc rgb "#606060" title "polling (spin and yield " \
 	. "never sleep: their cost is CPU)"
 unset output
@@ -131,5 +138,6 @@ plot dir."/handoff_idle.dat" \
 	NaN with boxes lc rgb "#d7191c" title "lull parked", \
 	NaN with boxes lc rgb "#2171b5" title "bare kernel floor", \
 	NaN with boxes lc rgb "#6a3d9a" title "other libraries' queues", \
+	NaN with boxes lc rgb "#bf812d" title "socket, pipe across processes", \
 	NaN with boxes lc rgb "#606060" title "polling"
 unset output
