@@ -340,6 +340,7 @@ gone:
 /* A producer slot as the consumer watches it. */
 struct watch_slot {
 	int pidfd;          /* of its process, or -1 (ours, or none yet) */
+	uint32_t gen;       /* bumped at every pidfd: tells its epoll events */
 	int32_t pid;
 	uint64_t start;
 	bool dead;          /* found dead, not recovered yet */
@@ -412,7 +413,14 @@ void lull__watch_free(struct lull_ring *ring)
 static void watch_unwatch(struct lull_watch *w, unsigned i)
 {
 	if (w->slot[i].pidfd >= 0) {
-		LULL_SYSCALL(close(w->slot[i].pidfd)); /* leaves epoll too */
+		/*
+		 * Out of the epoll set first: a close alone leaves it there
+		 * while a forked child still holds a copy of the descriptor,
+		 * and its event would then name the slot's next producer.
+		 */
+		LULL_SYSCALL(epoll_ctl(w->epfd, EPOLL_CTL_DEL,
+				       w->slot[i].pidfd, NULL));
+		LULL_SYSCALL(close(w->slot[i].pidfd));
 		w->watched--;
 	}
 	w->slot[i].pidfd = -1;
@@ -496,7 +504,8 @@ static void watch_roster(struct lull_ring *ring, struct lull_watch *w)
 			watch_death(ring, w, i);
 			continue;
 		}
-		ev.data.u32 = i;
+		w->slot[i].gen++;
+		ev.data.u64 = (uint64_t)w->slot[i].gen << 32 | i;
 		if (fd < 0 ||
 		    LULL_SYSCALL(epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev)) < 0) {
 			if (fd >= 0)
@@ -519,9 +528,12 @@ static void watch_reap(struct lull_ring *ring, struct lull_watch *w)
 	do {
 		n = LULL_SYSCALL(epoll_wait(w->epfd, ev, 16, 0));
 		for (long k = 0; k < n; k++) {
-			unsigned i = ev[k].data.u32;
+			uint32_t i = (uint32_t)ev[k].data.u64;
+			uint32_t gen = (uint32_t)(ev[k].data.u64 >> 32);
 
-			if (i < LULL_PRODUCER_SLOTS && w->slot[i].pidfd >= 0)
+			/* Only the pidfd we watch the slot through now. */
+			if (i < LULL_PRODUCER_SLOTS && w->slot[i].pidfd >= 0 &&
+			    w->slot[i].gen == gen)
 				watch_death(ring, w, i);
 		}
 	} while (n == 16);

@@ -843,6 +843,57 @@ SHARED_TEST(watch_is_for_the_consumer_of_a_shared_ring)
 	cr_assert_eq(lull_ring_destroy(plain), 0);
 }
 
+static void holder_child(int out, void *v)
+{
+	(void)v;
+	say(out, 'h');
+	for (;;)
+		pause();
+}
+
+/*
+ * A child forked after the watch began holds copies of the consumer's
+ * pidfds: the dead producer's stays in the epoll set unless removed from
+ * it, and must never be taken for the death of the slot's next producer.
+ */
+SHARED_TEST(slot_reused_after_a_death_is_not_taken_for_dead)
+{
+	struct dying_arg a = { .id = 1, .before = 5, .stop = 'i' };
+	struct lull_producer *keep;
+	struct seen s = { 0 };
+	struct child dead, holder, next;
+	unsigned one = 1, two = 2;
+
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_MPSC, 0),
+		     0);
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &keep), 0);
+	child_start(&dead, dying_child, &a);
+	cr_assert_eq(child_said(&dead), 'i');
+	cr_assert_eq(lull_ring_watch(a.ring), 0);
+	child_start(&holder, holder_child, NULL);
+	cr_assert_eq(child_said(&holder), 'h');
+	child_kill(&dead);
+	cr_assert_eq(consume(a.ring, &s, deaths_reach, &one), 0);
+	a.id = 2;
+	child_start(&next, dying_child, &a);
+	cr_assert_eq(child_said(&next), 'i');
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(lull_ring_watch(a.ring), 0);
+		while (lull_ring_read(a.ring, on_record, &s, 64) > 0)
+			;
+	}
+	cr_assert_eq(s.deaths, 1, "the living producer taken for dead");
+	child_kill(&next);
+	cr_assert_eq(consume(a.ring, &s, deaths_reach, &two), 0);
+	cr_assert_eq(s.death[1].pid, next.pid);
+	child_kill(&holder);
+	cr_assert_eq(lull_producer_detach(keep), 0);
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.deaths, 2);
+	cr_assert_eq(s.records, 10);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
 /* A memfd made without sealing can never be sealed: refused. */
 SHARED_TEST(memfd_that_cannot_be_sealed_is_refused)
 {
