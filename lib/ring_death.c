@@ -715,16 +715,16 @@ static void recover_mpsc(struct lull_ring *ring, struct lull_watch *w)
 {
 	struct lull_slot *slots = lull__slots(ring);
 	struct lull_cursor *cur = &ring->cursor[0];
-	uint64_t h, tail, end, start, send;
+	struct lull_record_header *hdr;
+	uint64_t h, tail, end, start, send, size;
 	uint32_t phase;
+	int32_t raw;
 
 	for (;;) {
 		h = cur->head;
-		if (atomic_load_explicit(&lull__header_at(cur->data,
-							  ring->mask, h)
-						  ->length,
-					 memory_order_acquire) > 0)
-			break;
+		hdr = lull__header_at(cur->data, ring->mask, h);
+		/* Pairs with the producer's release store of the length. */
+		raw = atomic_load_explicit(&hdr->length, memory_order_acquire);
 		/* Pairs with the producers' claim CAS (release fence): a
 		 * claim it shows us was announced before. */
 		tail = atomic_load_explicit(&cur->lane->tail,
@@ -733,6 +733,23 @@ static void recover_mpsc(struct lull_ring *ring, struct lull_watch *w)
 		if (tail == h || (int64_t)(tail - h) < 0 ||
 		    tail - h > ring->mask + 1)
 			break;
+		if (raw > 0) {
+			/*
+			 * A wrap's padding may stand between two dead claims
+			 * (the second one's, published at once): step over
+			 * it as a read would, or the reader would park on
+			 * the claim behind it with nothing left to wake it.
+			 * A record ends the recovery: the reader takes it.
+			 */
+			size = lull__align8((uint64_t)(raw & LULL_LENGTH_MASK));
+			if (hdr->type != LULL_TYPE_PADDING ||
+			    size < LULL_RECORD_HEADER_SIZE ||
+			    size > ring->mask + 1 - (h & ring->mask) ||
+			    size > tail - h)
+				break;
+			lull__consume_to(ring, cur, h + size);
+			continue;
+		}
 		end = mpsc_dead_claim_end(ring, w, h, tail);
 		if (end == h)
 			break;

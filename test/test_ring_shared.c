@@ -843,6 +843,85 @@ SHARED_TEST(watch_is_for_the_consumer_of_a_shared_ring)
 	cr_assert_eq(lull_ring_destroy(plain), 0);
 }
 
+/* Writes @fill records of 248 bytes and one of @last (0: none), then
+ * holds a claim of 104 bytes until killed. */
+struct wrap_arg {
+	struct lull_ring *ring;
+	int fill, last;
+};
+
+static void wrap_child(int out, void *v)
+{
+	static char buf[256];
+	struct wrap_arg *a = v;
+	struct lull_producer *p;
+	struct lull_ring *ring;
+	void *dst;
+
+	if (lull_ring_open_fd(&ring, lull_ring_fd(a->ring), 0) ||
+	    lull_producer_attach(ring, 0, &p))
+		_exit(1);
+	for (int i = 0; i < a->fill; i++)
+		if (lull_mpsc_write(p, 1, buf, 248))
+			_exit(2);
+	if (a->last && lull_mpsc_write(p, 1, buf, (size_t)a->last))
+		_exit(2);
+	if (lull_mpsc_claim(p, 1, 104, &dst))
+		_exit(3);
+	say(out, 'c');
+	for (;;)
+		pause();
+}
+
+static int count_kinds(const struct lull_record *rec, void *ctx)
+{
+	struct seen *s = ctx;
+
+	if (rec->type == LULL_TYPE_DEATH)
+		s->deaths++;
+	else if (rec->type == LULL_TYPE_POISON)
+		s->poisons++;
+	else
+		s->records++;
+	return LULL_READ_CONTINUE;
+}
+
+/*
+ * Two producers die holding claims next to each other, the second one
+ * behind the wrap's padding (published at once): the consumer skips the
+ * first, steps over the padding and skips the second, and wakes for the
+ * end with nobody left to wake it.
+ */
+SHARED_TEST(dead_claims_on_both_sides_of_a_wrap_padding)
+{
+	struct wrap_arg a = { .fill = 7, .last = 128 };
+	struct seen s = { 0 };
+	struct child ca, cb;
+	int n;
+
+	/* A's claim ends 8 bytes before the end: B's starts with padding. */
+	cr_assert_eq(lull_ring_create_shared(&a.ring, 2048, LULL_RING_MPSC, 0),
+		     0);
+	child_start(&ca, wrap_child, &a);
+	cr_assert_eq(child_said(&ca), 'c');
+	while (lull_ring_read(a.ring, count_kinds, &s, 64) > 0)
+		;
+	cr_assert_eq(s.records, 8);
+	a.fill = a.last = 0;
+	child_start(&cb, wrap_child, &a);
+	cr_assert_eq(child_said(&cb), 'c');
+	child_kill(&ca);
+	child_kill(&cb);
+	while ((n = lull_ring_wait(a.ring, 10ll * 1000000000)) == 0)
+		while (lull_ring_read(a.ring, count_kinds, &s, 64) > 0)
+			;
+	cr_assert_eq(n, -EPIPE, "wait: %d", n);
+	cr_assert_eq(s.records, 8);
+	cr_assert_eq(s.deaths, 2);
+	cr_assert_eq(s.poisons, 1);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
 static void holder_child(int out, void *v)
 {
 	(void)v;
