@@ -41,6 +41,9 @@ stress_options() {
 	test:plain:stress_park) echo --records 10000 --pingpong 10000 \
 		--deadline 60 ;;
 	test:plain:stress_shutdown) echo --rounds 1000 ;;
+	test:plain:stress_kill) echo --rounds 600 ;;
+	test:tsan:stress_kill) echo --rounds 300 ;;
+	check:tsan:stress_kill) echo --rounds "${TSAN_ROUNDS_KILL:-2000}" ;;
 	test:tsan:stress_ring) echo --records 300000 ;;
 	test:tsan:stress_park) echo --records 5000 --deadline 60 ;;
 	test:tsan:stress_shutdown) echo --rounds 400 ;;
@@ -211,6 +214,9 @@ for t in "$B"/test/test_park_* "$B"/test/test_producer_wait \
 	[ -x "$t" ] && suite "$all" "unit $(basename "$t") (LULL_BACKEND=epoll)" \
 		env LULL_BACKEND=epoll "$t"
 done
+# The example of producer processes, as its README runs it, one killed.
+suite "$all" "example shared_ring" sh -c \
+	"'$B/examples/shared_ring' && '$B/examples/shared_ring' -k 8 5000"
 suite "$all" "man pages" bash scripts/check-man.sh
 # The throughput binary has exactly the peers whose packages are here.
 suite "$all" "perf peers" sh perf/check-peers.sh "B=$B"
