@@ -17,7 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -919,6 +925,80 @@ SHARED_TEST(dead_claims_on_both_sides_of_a_wrap_padding)
 	cr_assert_eq(s.records, 8);
 	cr_assert_eq(s.deaths, 2);
 	cr_assert_eq(s.poisons, 1);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+/* io_uring_setup() fails with EPERM in this process, as in a container. */
+static bool io_uring_blocked(void)
+{
+#if defined(__x86_64__)
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K,
+			 SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]),
+				   .filter = filter };
+
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	       syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
+#else
+	return false;
+#endif
+}
+
+static void late_writer_child(int out, void *v)
+{
+	struct lull_ring *ring;
+	struct lull_producer *p;
+
+	say(out, 'w');
+	usleep(100 * 1000); /* once the consumer sleeps; it need not */
+	if (lull_ring_open_fd(&ring, lull_ring_fd(v), 0) ||
+	    lull_producer_attach(ring, 0, &p))
+		_exit(1);
+	write_seq(p, 3, 1);
+	if (lull_producer_detach(p) || lull_ring_destroy(ring))
+		_exit(2);
+}
+
+/*
+ * Without io_uring the consumer sleeps in futex(2) alone, and learns of a
+ * death at its next wake-up: here another producer's record.
+ */
+SHARED_TEST(without_io_uring_a_death_is_noticed_at_the_next_wake)
+{
+	struct dying_arg a = { .id = 1, .before = 5, .stop = 'i' };
+	struct lull_producer *keep;
+	struct seen s = { 0 };
+	struct child dead, late;
+	unsigned one = 1;
+
+	if (!io_uring_blocked())
+		cr_skip_test("cannot block io_uring here");
+	cr_assert_neq(lull_backend_supported(LULL_BACKEND_URING_FUTEX), 0);
+	cr_assert_eq(lull_ring_create_shared(&a.ring, CAP, LULL_RING_MPSC, 0),
+		     0);
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &keep), 0);
+	child_start(&dead, dying_child, &a);
+	cr_assert_eq(child_said(&dead), 'i');
+	cr_assert_eq(lull_ring_read(a.ring, on_record, &s, 64), 5);
+	child_kill(&dead);
+	child_start(&late, late_writer_child, a.ring);
+	cr_assert_eq(child_said(&late), 'w');
+	cr_assert_eq(consume(a.ring, &s, deaths_reach, &one), 0);
+	cr_assert_eq(s.death[0].pid, dead.pid);
+	cr_assert_eq(child_reap(&late), 0);
+	cr_assert_eq(lull_producer_detach(keep), 0);
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.records, 6);
 	cr_assert_eq(lull_ring_destroy(a.ring), 0);
 }
 
