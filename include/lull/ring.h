@@ -58,6 +58,9 @@
  *   lull_ring_close               | no (consumer)        | yes
  *   lull_ring_capacity/max_payload| yes                  | yes
  *   lull_ring_create/open         | yes                  | yes
+ *   (and _shared, _named, _fd,    |                      |
+ *    send, recv, lull_ring_fd)    |                      |
+ *   lull_ring_watch, _watch_fd    | no (consumer)        | yes
  *   lull_ring_destroy             | no                   | no: after every
  *                                 |                      |  producer of this
  *                                 |                      |  handle detached
