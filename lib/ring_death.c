@@ -905,29 +905,29 @@ int lull__watch_sleep(struct lull_ring *ring, uint32_t how, uint64_t slice)
 	return ret;
 }
 
-LULL_EXPORT int lull_ring_watch_fd(struct lull_ring *ring)
+/* The public calls' checks: the consumer of a shared region, its watch. */
+static int watch_of_consumer(struct lull_ring *ring, struct lull_watch **wp)
 {
-	struct lull_watch *w;
-	int ret;
-
 	if (!ring || !(ring->flags & LULL_REGION_SHARED))
 		return -EINVAL;
 	if (!ring->is_consumer)
 		return -EPERM;
-	ret = watch_get(ring, &w);
+	return watch_get(ring, wp);
+}
+
+LULL_EXPORT int lull_ring_watch_fd(struct lull_ring *ring)
+{
+	struct lull_watch *w;
+	int ret = watch_of_consumer(ring, &w);
+
 	return ret < 0 ? ret : w->epfd;
 }
 
 LULL_EXPORT int lull_ring_watch(struct lull_ring *ring)
 {
 	struct lull_watch *w;
-	int ret;
+	int ret = watch_of_consumer(ring, &w);
 
-	if (!ring || !(ring->flags & LULL_REGION_SHARED))
-		return -EINVAL;
-	if (!ring->is_consumer)
-		return -EPERM;
-	ret = watch_get(ring, &w);
 	if (ret < 0)
 		return ret;
 	lull__watch_sync(ring, true);
