@@ -236,11 +236,9 @@ void lull__slot_give(struct lull_producer *prod);
 int lull__proc_start(int32_t pid, uint64_t *startp);
 
 /*
- * Consumer (ring_read.c): consume a lane up to @to (zeroed, head
- * published); and find the region corrupt, as a read does.
+ * Consumer (shutdown.c): the region holds what no producer writes; the
+ * ring is fatal from here on (-EPROTO once, then the poison).
  */
-void lull__consume_to(struct lull_ring *ring, struct lull_cursor *cur,
-		      uint64_t to);
 void lull__ring_corrupt(struct lull_ring *ring);
 
 /*

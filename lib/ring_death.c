@@ -19,8 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "park.h"
-#include "record.h"
+#include "consume.h"
 #include "uring_compat.h"
 
 /* ---- processes -------------------------------------------------------- */

@@ -16,13 +16,12 @@
  * have written anything anywhere.  Every header is checked before a
  * record is handed out or skipped (record_size()), and so is every tail a
  * shutdown reads; the first thing that no producer could have written
- * makes the ring fatal (corruption_found()): -EPROTO once, then the
+ * makes the ring fatal (lull__ring_corrupt(), shutdown.c): -EPROTO once, then the
  * poison record, then -EPIPE.
  */
 #include <string.h>
 
-#include "park.h"
-#include "record.h"
+#include "consume.h"
 
 /* What next_record() found. */
 #define NEXT_NONE 0    /* nothing readable (not written yet, or the end) */
@@ -137,44 +136,6 @@ static inline bool record_more(const struct lull_record *rec)
 	       LULL_LENGTH_BATCH_MORE;
 }
 
-/* Publish a lane's new head and wake producers waiting for room. */
-static inline void head_publish(struct lull_ring *ring, struct lull_cursor *cur,
-				uint64_t to)
-{
-	cur->head = to;
-	/*
-	 * Pairs with the producers' acquire load of head: our reads of the
-	 * consumed records (and the zeroing before) are done before a
-	 * producer reuses the space.
-	 */
-	atomic_store_explicit(&cur->lane->head, to, memory_order_release);
-	lull__space_notify(ring);
-}
-
-/* Consume everything of a lane from its head to @to. */
-static inline void advance_head(struct lull_ring *ring, struct lull_cursor *cur,
-				uint64_t to)
-{
-	if (to == cur->head)
-		return;
-	/*
-	 * Zero what was consumed, so that on the next lap a header nobody
-	 * wrote yet reads 0.  Plain stores into memory that producers later
-	 * access atomically; no producer touches it before acquiring the
-	 * head we publish next, so the two never race.  An immediate
-	 * shutdown skips records without coming here: it must not write
-	 * under producers still finishing them.
-	 */
-	lull__zero_span(cur->data, ring->mask, cur->head, to);
-	head_publish(ring, cur, to);
-}
-
-void lull__consume_to(struct lull_ring *ring, struct lull_cursor *cur,
-		      uint64_t to)
-{
-	advance_head(ring, cur, to);
-}
-
 /*
  * Shutdown, as the consumer sees it.  When nothing is readable, the
  * consumer asks closure_next() what comes next: nothing yet (0: the ring is
@@ -280,31 +241,6 @@ static inline bool lane_open_to(const struct lull_ring *ring,
 	       (ring->closing < LULL_CLOSING_CORRUPT && cur->in_batch);
 }
 
-/*
- * The region holds what no producer writes: the ring is fatal.  Counted
- * once; from here on nothing of its data is read (LULL_CLOSING_CORRUPT),
- * and the region is shut down at once and sealed, as lull_ring_close()
- * does, so that producers get -EPIPE and a fatal report comes too late
- * (it lives in the region the corruption came from).  The read that found
- * it returns what it handed out before; the next one says -EPROTO.
- */
-static __attribute__((noinline, cold)) void
-corruption_found(struct lull_ring *ring)
-{
-	if (ring->closing >= LULL_CLOSING_CORRUPT)
-		return;
-	ring->closing = LULL_CLOSING_CORRUPT;
-	/* Relaxed: a counter, read by lull_ring_stats() from any thread. */
-	atomic_fetch_add_explicit(&ring->corruptions, 1, memory_order_relaxed);
-	lull__shutdown_by_consumer(ring, LULL_SHUTDOWN_IMMEDIATE,
-				   LULL_STATE_SEALED);
-}
-
-void lull__ring_corrupt(struct lull_ring *ring)
-{
-	corruption_found(ring);
-}
-
 /* -EPROTO, reported once: the poison record is next. */
 static int corruption_report(struct lull_ring *ring)
 {
@@ -344,7 +280,7 @@ static __attribute__((noinline)) int closure_next(struct lull_ring *ring,
 		for (uint32_t i = 0; i < ring->lanes; i++) {
 			cur = &ring->cursor[i];
 			if (!closure_final_tail(ring, cur, &cur->final_tail)) {
-				corruption_found(ring);
+				lull__ring_corrupt(ring);
 				return corruption_report(ring);
 			}
 		}
@@ -361,7 +297,7 @@ static __attribute__((noinline)) int closure_next(struct lull_ring *ring,
 				/* Skip, without zeroing under producers
 				 * finishing claims; never handed, so never
 				 * again either. */
-				head_publish(ring, cur, cur->final_tail);
+				lull__head_publish(ring, cur, cur->final_tail);
 			if (cur->head != cur->final_tail)
 				return 0;
 		}
@@ -491,7 +427,7 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 	rd->count = count;
 	if (handed)
 		cur->in_batch = more;
-	advance_head(ring, cur, pos);
+	lull__consume_to(ring, cur, pos);
 	return ret;
 }
 
@@ -513,7 +449,7 @@ read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 			found = read_lane(ring, &ring->cursor[lane], fn, ctx,
 					  limit, discarding, &rd);
 			if (unlikely(found < 0)) {
-				corruption_found(ring);
+				lull__ring_corrupt(ring);
 				/* What was handed out before counts; the
 				 * next read says -EPROTO. */
 				return rd.count ? (int)rd.count
@@ -620,7 +556,7 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 		if (lane_open_to(ring, cur, discarding)) {
 			found = next_record(ring, cur, rec, endp);
 			if (unlikely(found < 0)) {
-				corruption_found(ring);
+				lull__ring_corrupt(ring);
 				return corruption_report(ring);
 			}
 			if (found == NEXT_RECORD) {
@@ -629,7 +565,7 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 			}
 			/* Past trailing padding, as a read goes: the end
 			 * of a closing lane may lie behind it. */
-			advance_head(ring, cur, *endp);
+			lull__consume_to(ring, cur, *endp);
 		}
 		if (++lane == ring->lanes)
 			lane = 0;
@@ -688,7 +624,7 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 	cur = &ring->cursor[ring->peek_lane];
 	/* Committed records do not change until consumed: peek_end holds. */
 	cur->in_batch = record_more(&ring->peek_rec);
-	advance_head(ring, cur, ring->peek_end);
+	lull__consume_to(ring, cur, ring->peek_end);
 	if (ring->lanes > 1)
 		ring->next_lane = (ring->peek_lane + 1) % ring->lanes;
 	return 0;
@@ -711,7 +647,7 @@ void lull__ring_skip_padding(struct lull_ring *ring)
 		end = cur->head;
 		found = next_record(ring, cur, &rec, &end);
 		if (found == NEXT_NONE || found == NEXT_CLAIMED)
-			advance_head(ring, cur, end);
+			lull__consume_to(ring, cur, end);
 	}
 }
 

@@ -85,6 +85,25 @@ void lull__shutdown_by_consumer(struct lull_ring *ring, unsigned how,
 	shutdown_wake_waiters(region);
 }
 
+/*
+ * The region holds what no producer writes: the ring is fatal.  Counted
+ * once; from here on nothing of its data is read (LULL_CLOSING_CORRUPT),
+ * and the region is shut down at once and sealed, as lull_ring_close()
+ * does, so that producers get -EPIPE and a fatal report comes too late
+ * (it lives in the region the corruption came from).  The read that found
+ * it returns what it handed out before; the next one says -EPROTO.
+ */
+__attribute__((noinline, cold)) void lull__ring_corrupt(struct lull_ring *ring)
+{
+	if (ring->closing >= LULL_CLOSING_CORRUPT)
+		return;
+	ring->closing = LULL_CLOSING_CORRUPT;
+	/* Relaxed: a counter, read by lull_ring_stats() from any thread. */
+	atomic_fetch_add_explicit(&ring->corruptions, 1, memory_order_relaxed);
+	lull__shutdown_by_consumer(ring, LULL_SHUTDOWN_IMMEDIATE,
+				   LULL_STATE_SEALED);
+}
+
 LULL_EXPORT int lull_ring_shutdown(struct lull_ring *ring, unsigned how)
 {
 	if (!ring || how > LULL_SHUTDOWN_IMMEDIATE)
