@@ -252,10 +252,6 @@ static inline int lull__full(struct lull_producer *prod)
 		       : -EAGAIN;
 }
 
-/* park.h's wake-up, for lull__claim_given_up(). */
-void lull__wake_region(struct lull_region *region, uint32_t seen,
-		       int32_t pid);
-
 /*
  * MPSC claims in a shared region, announced in the producer's slot
  * (region.h, struct lull_slot) so that the consumer can tell a dead
@@ -309,21 +305,14 @@ static inline void lull__claim_done(struct lull_producer *prod)
 /*
  * given up (a full or closed ring) after a try: no claim.  A consumer
  * recovering a dead producer's claim may be waiting for exactly this
- * (our try held the position it is stuck at): wake it.
+ * (our try held the position it is stuck at): ring_death.c tells it.
  */
+void lull__claim_given_up_shared(struct lull_producer *prod);
+
 static inline void lull__claim_given_up(struct lull_producer *prod)
 {
-	if (likely(!prod->slot))
-		return;
-	lull__claim_done(prod);
-	if (atomic_load_explicit(&prod->region->recovering,
-				 memory_order_seq_cst)) {
-		uint32_t seen = atomic_load_explicit(&prod->region->park,
-						     memory_order_seq_cst);
-
-		if (seen != LULL_PARK_AWAKE)
-			lull__wake_region(prod->region, seen, prod->pid);
-	}
+	if (unlikely(prod->slot != NULL))
+		lull__claim_given_up_shared(prod);
 }
 
 /* A handle takes (@taken) or gives up the consumer role of a shared

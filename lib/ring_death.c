@@ -277,6 +277,26 @@ void lull__slot_give(struct lull_producer *prod)
 	}
 }
 
+void lull__claim_given_up_shared(struct lull_producer *prod)
+{
+	struct lull_region *region = prod->region;
+
+	lull__claim_done(prod);
+	/*
+	 * Store NONE, fence, load recovering; the consumer, in
+	 * watch_death(), bumps recovering, fences, then reads our phase:
+	 * with the two fences, either it sees our NONE (and does not wait
+	 * for us), or we see it recovering.  Then a roster change, as an
+	 * attach makes, with its park check: the consumer's park re-check
+	 * takes it for work, and its next sync tries the recovery again.
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load_explicit(&region->recovering, memory_order_relaxed))
+		return;
+	atomic_fetch_add_explicit(&region->roster_gen, 1, memory_order_seq_cst);
+	lull__notify(prod);
+}
+
 void lull__consumer_announce(struct lull_ring *ring, bool taken)
 {
 	struct lull_region *region = ring->region;
@@ -452,9 +472,14 @@ static void watch_death(struct lull_ring *ring, struct lull_watch *w,
 	w->dead++;
 	atomic_fetch_add_explicit(&ring->region->deaths, 1,
 				  memory_order_relaxed);
-	/* seq_cst: producers that give up a claim read it to wake us. */
+	/*
+	 * Then a fence before the recovery reads any claim phase: pairs
+	 * with the fence of a producer giving a claim up
+	 * (lull__claim_given_up_shared()).
+	 */
 	atomic_fetch_add_explicit(&ring->region->recovering, 1,
 				  memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst);
 }
 
 /*
