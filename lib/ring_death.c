@@ -224,6 +224,7 @@ int lull__slot_take(struct lull_producer *prod, const struct lull_ring *ring,
 			    &slot->state, &expected, LULL_SLOT_TAKEN,
 			    memory_order_acquire, memory_order_relaxed))
 			continue;
+		/* Relaxed: published by the release of LIVE below. */
 		atomic_store_explicit(&slot->pid, pid, memory_order_relaxed);
 		atomic_store_explicit(&slot->start, start, memory_order_relaxed);
 		atomic_store_explicit(&slot->lane, lane, memory_order_relaxed);
@@ -310,6 +311,7 @@ void lull__consumer_announce(struct lull_ring *ring, bool taken)
 	}
 	if (self_identity(&pid, &start) < 0)
 		return; /* no /proc: producers cannot watch us */
+	/* Relaxed: published by the release of consumer_pid below. */
 	atomic_store_explicit(&region->consumer_start, start,
 			      memory_order_relaxed);
 	/* Pairs with the producers' acquire of consumer_pid. */
@@ -327,6 +329,7 @@ bool lull__consumer_gone(struct lull_producer *prod)
 		return false;
 	/* Pairs with the release in lull__consumer_announce(). */
 	pid = atomic_load_explicit(&region->consumer_pid, memory_order_acquire);
+	/* Relaxed: ordered by the acquire of consumer_pid just above. */
 	start = atomic_load_explicit(&region->consumer_start,
 				     memory_order_relaxed);
 	if (pid <= 0 || pid == (int32_t)getpid())
@@ -405,7 +408,10 @@ static int watch_get(struct lull_ring *ring, struct lull_watch **wp)
 		w->epfd = (int)fd;
 		for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++)
 			w->slot[i].pidfd = -1;
-		/* Not yet seen: the first sync reads every slot. */
+		/*
+		 * Not yet seen: the first sync reads every slot.  Relaxed:
+		 * only a value to differ from; watch_roster() acquires it.
+		 */
 		w->seen_gen = atomic_load_explicit(&ring->region->roster_gen,
 						   memory_order_relaxed) - 1;
 		ring->watch = w;
@@ -460,6 +466,7 @@ static void watch_death(struct lull_ring *ring, struct lull_watch *w,
 		    memory_order_acquire, memory_order_relaxed))
 		return; /* it detached first */
 	w->slot[i].dead = true;
+	/* Relaxed: ordered by the acquire CAS just above. */
 	w->slot[i].pid = atomic_load_explicit(&slot->pid, memory_order_relaxed);
 	w->slot[i].skipped = 0;
 	w->slot[i].death_tail = 0;
@@ -470,6 +477,7 @@ static void watch_death(struct lull_ring *ring, struct lull_watch *w,
 					     memory_order_acquire) &
 			~(uint64_t)LULL_TAIL_FLAGS;
 	w->dead++;
+	/* Relaxed: a counter, read by lull_ring_stats(). */
 	atomic_fetch_add_explicit(&ring->region->deaths, 1,
 				  memory_order_relaxed);
 	/*
@@ -508,6 +516,7 @@ static void watch_roster(struct lull_ring *ring, struct lull_watch *w)
 		/* Pairs with the release of LIVE in lull__slot_take(). */
 		state = atomic_load_explicit(&slots[i].state,
 					     memory_order_acquire);
+		/* Relaxed: ordered by that acquire of state. */
 		pid = atomic_load_explicit(&slots[i].pid, memory_order_relaxed);
 		start = atomic_load_explicit(&slots[i].start,
 					     memory_order_relaxed);
@@ -592,11 +601,14 @@ static void slot_release(struct lull_ring *ring, struct lull_watch *w,
 	w->slot[i].dead = false;
 	w->slot[i].pid = 0;
 	w->dead--;
+	/* Relaxed: published by the release of FREE below. */
 	atomic_store_explicit(&slot->claim_phase, LULL_CLAIM_NONE,
 			      memory_order_relaxed);
 	/* Release: the lane given back before is seen by the next taker. */
 	atomic_store_explicit(&slot->state, LULL_SLOT_FREE,
 			      memory_order_release);
+	/* Relaxed: a hint for producers giving up a claim; one that still
+	 * reads it high makes one needless roster change. */
 	atomic_fetch_sub_explicit(&region->recovering, 1, memory_order_relaxed);
 	/* seq_cst, as lull_producer_detach() (with a racing attach). */
 	if (atomic_fetch_sub_explicit(&region->producers, 1,
@@ -616,6 +628,7 @@ static void slot_release(struct lull_ring *ring, struct lull_watch *w,
 static void recover_lane(struct lull_ring *ring, struct lull_watch *w,
 			 unsigned i)
 {
+	/* Relaxed: the slot is ours since watch_death()'s acquire CAS. */
 	uint32_t lane = atomic_load_explicit(&lull__slots(ring)[i].lane,
 					     memory_order_relaxed);
 	struct lull_cursor *cur;
@@ -640,7 +653,11 @@ static void recover_lane(struct lull_ring *ring, struct lull_watch *w,
 		    size > cap - (pos - cur->head))
 			break; /* not a record: the reader will say so */
 	}
-	/* What it wrote past its records, a claim or a batch: skipped. */
+	/*
+	 * What it wrote past its records, a claim or a batch: skipped.  Its
+	 * stores are done (it is dead); relaxed loads, as the region's
+	 * words are atomic for everyone else.
+	 */
 	for (uint64_t at = pos; at != cur->head + cap; at += 8)
 		if (__atomic_load_n((const uint64_t *)(const void *)(
 					    cur->data + (at & ring->mask)),
@@ -685,6 +702,7 @@ static uint64_t mpsc_dead_claim_end(struct lull_ring *ring,
 	bool tried_here = false;
 
 	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++) {
+		/* Pairs with the releases of LIVE and FREE (attach, detach). */
 		state = atomic_load_explicit(&slots[i].state,
 					     memory_order_acquire);
 		/* Pairs with the release of CLAIM_NONE after a commit. */
@@ -692,6 +710,10 @@ static uint64_t mpsc_dead_claim_end(struct lull_ring *ring,
 					     memory_order_acquire);
 		if (state == LULL_SLOT_FREE || phase == LULL_CLAIM_NONE)
 			continue;
+		/*
+		 * Relaxed: a try's span is stored before its CAS and carried
+		 * by the release fence and the tail our caller acquired.
+		 */
 		start = atomic_load_explicit(&slots[i].claim_start,
 					     memory_order_relaxed);
 		end = atomic_load_explicit(&slots[i].claim_end,
@@ -717,7 +739,11 @@ static uint64_t mpsc_dead_claim_end(struct lull_ring *ring,
 		return owned_end;
 	if (!tried_here)
 		return h;
-	/* It wrote nothing: the first word written past @h bounds it. */
+	/*
+	 * It wrote nothing: the first word written past @h bounds it.
+	 * Relaxed loads of words a live producer may be writing: any value
+	 * but zero ends the span, whichever it is.
+	 */
 	for (uint64_t pos = h + 8; (int64_t)(bound - pos) > 0; pos += 8) {
 		word = __atomic_load_n(
 			(const uint64_t *)(const void *)(cur->data +
@@ -783,6 +809,8 @@ static void recover_mpsc(struct lull_ring *ring, struct lull_watch *w)
 			lull__ring_corrupt(ring);
 			return;
 		}
+		/* Relaxed: only the dead slots count, ours since their
+		 * acquire CAS in watch_death(). */
 		for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++) {
 			start = atomic_load_explicit(&slots[i].claim_start,
 						     memory_order_relaxed);
@@ -796,6 +824,7 @@ static void recover_mpsc(struct lull_ring *ring, struct lull_watch *w)
 	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++) {
 		if (!w->slot[i].dead)
 			continue;
+		/* Relaxed: a dead slot, ours since its acquire CAS. */
 		phase = atomic_load_explicit(&slots[i].claim_phase,
 					     memory_order_relaxed);
 		start = atomic_load_explicit(&slots[i].claim_start,
@@ -873,6 +902,11 @@ bool lull__watch_pending(const struct lull_ring *ring)
 
 	if (!w)
 		return false; /* reads and waits make it first */
+	/*
+	 * Relaxed: the park re-check's barrier orders it after the announce
+	 * (a roster change's bump is seq_cst, then the producer's park
+	 * check), and watch_roster() acquires it before reading slots.
+	 */
 	return notice_due(ring, w) ||
 	       atomic_load_explicit(&ring->region->roster_gen,
 				    memory_order_relaxed) != w->seen_gen;

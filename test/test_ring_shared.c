@@ -119,6 +119,21 @@ static void say(int out, char what)
 		_exit(99);
 }
 
+/*
+ * In a child: open the parent's shared ring through its (inherited)
+ * memfd and attach a producer; exit 1 when either fails.
+ */
+static struct lull_producer *child_attach(struct lull_ring *parent,
+					  struct lull_ring **ringp)
+{
+	struct lull_producer *p;
+
+	if (lull_ring_open_fd(ringp, lull_ring_fd(parent), 0) ||
+	    lull_producer_attach(*ringp, 0, &p))
+		_exit(1);
+	return p;
+}
+
 /* Reap the child; its exit status, or 128 + the signal that ended it. */
 static int child_reap(struct child *c)
 {
@@ -424,9 +439,7 @@ static void fatal_child(int out, void *v)
 	struct lull_ring *ring;
 	struct lull_producer *p;
 
-	if (lull_ring_open_fd(&ring, lull_ring_fd(v), 0) ||
-	    lull_producer_attach(ring, 0, &p))
-		_exit(1);
+	p = child_attach(v, &ring);
 	for (uint32_t i = 1; i <= 10; i++)
 		write_seq(p, 3, i);
 	if (lull_ring_fatal(ring, -EIO, "engine died"))
@@ -485,6 +498,18 @@ static int memfd_with(const void *bytes, size_t len, size_t size, bool seal)
 	return fd;
 }
 
+/* A copy of a shared ring's region, byte for byte, and its size. */
+static void *region_copy(struct lull_ring *ring, ssize_t *sizep)
+{
+	ssize_t size = lseek(lull_ring_fd(ring), 0, SEEK_END);
+	void *copy = malloc((size_t)size);
+
+	cr_assert_not_null(copy);
+	cr_assert_eq(pread(lull_ring_fd(ring), copy, (size_t)size, 0), size);
+	*sizep = size;
+	return copy;
+}
+
 static void expect_open(int fd, int want, const char *what)
 {
 	struct lull_ring *ring;
@@ -503,9 +528,7 @@ SHARED_TEST(open_refuses_what_is_not_a_whole_shared_region)
 	int pfd[2];
 
 	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
-	size = lseek(lull_ring_fd(ring), 0, SEEK_END);
-	copy = malloc((size_t)size);
-	cr_assert_eq(pread(lull_ring_fd(ring), copy, (size_t)size, 0), size);
+	copy = region_copy(ring, &size);
 
 	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
 	close(pfd[1]);
@@ -591,9 +614,7 @@ static void dying_child(int out, void *v)
 	struct lull_claim claims[4];
 	void *data;
 
-	if (lull_ring_open_fd(&ring, lull_ring_fd(a->ring), 0) ||
-	    lull_producer_attach(ring, 0, &p))
-		_exit(1);
+	p = child_attach(a->ring, &ring);
 	for (uint32_t i = 1; i <= a->before; i++)
 		write_seq(p, a->id, i);
 	if (a->stop == 'c') {
@@ -864,9 +885,7 @@ static void wrap_child(int out, void *v)
 	struct lull_ring *ring;
 	void *dst;
 
-	if (lull_ring_open_fd(&ring, lull_ring_fd(a->ring), 0) ||
-	    lull_producer_attach(ring, 0, &p))
-		_exit(1);
+	p = child_attach(a->ring, &ring);
 	for (int i = 0; i < a->fill; i++)
 		if (lull_mpsc_write(p, 1, buf, 248))
 			_exit(2);
@@ -961,9 +980,7 @@ static void late_writer_child(int out, void *v)
 
 	say(out, 'w');
 	usleep(100 * 1000); /* once the consumer sleeps; it need not */
-	if (lull_ring_open_fd(&ring, lull_ring_fd(v), 0) ||
-	    lull_producer_attach(ring, 0, &p))
-		_exit(1);
+	p = child_attach(v, &ring);
 	write_seq(p, 3, 1);
 	if (lull_producer_detach(p) || lull_ring_destroy(ring))
 		_exit(2);
@@ -1062,9 +1079,7 @@ SHARED_TEST(memfd_that_cannot_be_sealed_is_refused)
 	int fd;
 
 	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
-	size = lseek(lull_ring_fd(ring), 0, SEEK_END);
-	copy = malloc((size_t)size);
-	cr_assert_eq(pread(lull_ring_fd(ring), copy, (size_t)size, 0), size);
+	copy = region_copy(ring, &size);
 	fd = memfd_create("unsealable", MFD_CLOEXEC);
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(pwrite(fd, copy, (size_t)size, 0), size);
@@ -1080,9 +1095,7 @@ static void exit_child(int out, void *v)
 	struct lull_ring *ring;
 	struct lull_producer *p;
 
-	if (lull_ring_open_fd(&ring, lull_ring_fd(v), 0) ||
-	    lull_producer_attach(ring, 0, &p))
-		_exit(1);
+	p = child_attach(v, &ring);
 	write_seq(p, 2, 1);
 	say(out, 'x');
 	exit(0); /* no detach, no destroy */

@@ -193,7 +193,8 @@ int lull_ring_stats(const struct lull_ring *ring, struct lull_ring_stats *st);
  * A shared ring (lull_ring_create_shared()): producers in other processes
  * wake it as any, and it also watches every producer process, sleeping
  * on an io_uring of the handle's with the futex wait and a poll of
- * lull_ring_watch_fd(): a producer's death ends the sleep, and its death
+ * lull_ring_watch_fd() (in futex(2) while no producer lives in another
+ * process): a producer's death ends the sleep, and its death
  * record is then readable once its records were read.  Where the kernel
  * has no io_uring futex wait (Linux < 6.7, io_uring disabled), it sleeps
  * in futex(2) and learns of a death when something else wakes it.

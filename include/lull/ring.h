@@ -38,7 +38,9 @@
  * Progress: every call is lock-free and returns without waiting: a full ring
  * is -EAGAIN on the producer side, an empty one -EAGAIN on the consumer side.
  * Nothing here spins, sleeps or makes a system call on the data path, but
- * the wake-ups of lull/park.h: a commit wakes a parked consumer, and a
+ * the wake-ups of lull/park.h and, on a shared ring, the one poll(2) by
+ * which a producer that finds the ring full asks whether the consumer's
+ * process still lives (see "Rings shared between processes"): a commit wakes a parked consumer, and a
  * read wakes producers blocked in lull_producer_wait().
  *
  * Which calls may run concurrently (same ring):
