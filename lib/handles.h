@@ -17,6 +17,7 @@
 struct lull_loop;
 struct lull_watch;
 struct lull_uwait;
+struct lull_beacon;
 
 /* The consumer's private view of one lane of its region. */
 struct lull_cursor {
@@ -124,6 +125,15 @@ struct lull_producer {
 	uint32_t mode;
 	uint32_t max_record;
 	uint64_t head_cache; /* the consumer's head, last time we looked */
+	/*
+	 * A word that changes when the consumer may be gone, and its value
+	 * until then (beacon.c): the consumer process's beacon, the region's
+	 * consumer_pid while no beacon is to be had, or, on a ring no other
+	 * process shares, a word nothing writes.  Loaded by every claim and
+	 * write.
+	 */
+	const _Atomic uint32_t *consumer_word;
+	uint32_t consumer_word_ok;
 	uint64_t claim_retries; /* MPSC: claim CASes that lost a race */
 	bool asym_barrier;   /* LULL_REGION_ASYM_BARRIER */
 	int32_t pid;         /* ours, to tell whether wake_fd is usable */
@@ -139,6 +149,9 @@ struct lull_producer {
 	struct lull_slot *slot;
 	int consumer_pidfd;
 	int32_t consumer_pid;
+	struct lull_beacon *beacon; /* mapped read-only, or NULL */
+	int32_t beacon_pid;         /* whose, and its start time */
+	uint64_t beacon_start;
 	struct lull_uwait *uwait; /* lull_producer_wait()'s sleep */
 
 	/* The outstanding claim, if any. */
@@ -222,6 +235,41 @@ static inline struct lull_slot *lull__slots(const struct lull_ring *ring)
  * (ring_death.c).
  */
 bool lull__consumer_gone(struct lull_producer *prod);
+
+/*
+ * The consumer's beacon (beacon.c).  The consumer's process publishes it
+ * in the region when it takes the consumer role (with consumer_pid, whose
+ * release store publishes it).  A producer starts watching at attach and
+ * stops at detach; recheck, when its word changed, returns true when the
+ * consumer's process has ended (the region is then shut down), and
+ * beacon_lives says whether the beacon of consumer @pid is watched and
+ * says it lives (then no pidfd needs asking).
+ */
+extern const _Atomic uint32_t lull__no_consumer_word;
+void lull__beacon_publish(struct lull_region *region);
+void lull__consumer_watch_start(struct lull_producer *prod);
+void lull__consumer_watch_stop(struct lull_producer *prod);
+bool lull__consumer_recheck(struct lull_producer *prod);
+bool lull__consumer_beacon_lives(const struct lull_producer *prod,
+				 int32_t pid);
+
+/*
+ * Before every claim or write: has the consumer's process ended?  One
+ * load of the watched word; only a change goes further.  True: the
+ * region is shut down, -EPIPE.
+ */
+static inline bool lull__consumer_lost(struct lull_producer *prod)
+{
+	/*
+	 * Relaxed: the word orders nothing; the kernel stores it when the
+	 * consumer's process ends, and the shutdown that follows has its
+	 * own orders.
+	 */
+	return unlikely(atomic_load_explicit(prod->consumer_word,
+					     memory_order_relaxed) !=
+			prod->consumer_word_ok) &&
+	       lull__consumer_recheck(prod);
+}
 
 /*
  * A producer of a shared region takes a slot (holding @lane) at attach,

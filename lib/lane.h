@@ -114,10 +114,13 @@ static inline void lane_leave(struct lull_producer *prod)
  * (ring_read.c, closure_final_tails()): with the barrier between them on
  * both sides, either the consumer sees busy and waits for this write, or
  * this check sees the shutdown.  So no record is published after the
- * consumer settled on the final tail.
+ * consumer settled on the final tail.  Before all that, the consumer's
+ * beacon: a shared ring whose consumer's process ended is shut down here.
  */
 static inline int lane_enter(struct lull_producer *prod)
 {
+	if (lull__consumer_lost(prod))
+		return -EPIPE;
 	lane_busy_mark(prod);
 	if (unlikely(lull__state(prod->region) & LULL_STATE_CLOSED)) {
 		/*

@@ -152,6 +152,8 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	prod->asym_barrier = ring->flags & LULL_REGION_ASYM_BARRIER;
 	prod->pid = (int32_t)getpid();
 	prod->consumer_pidfd = -1;
+	prod->consumer_word = &lull__no_consumer_word;
+	prod->consumer_word_ok = 0;
 	if (ring->flags & LULL_REGION_SHARED) {
 		ret = lull__slot_take(prod, ring, (uint32_t)lane);
 		if (ret < 0) {

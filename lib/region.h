@@ -124,6 +124,15 @@ struct lull_region {
 	 */
 	_Atomic int32_t consumer_pid;
 	_Atomic uint64_t consumer_start;
+	/*
+	 * LULL_REGION_SHARED only: the consumer process's beacon (beacon.c),
+	 * published with consumer_pid: its descriptor number in that process
+	 * plus one (0: no beacon, as in a fresh region) and the nonce
+	 * the beacon holds, so that a producer can tell it opened the right
+	 * file.  A word in the beacon changes when the process ends.
+	 */
+	_Atomic int32_t consumer_beacon_fd;
+	_Atomic uint64_t consumer_beacon_nonce;
 
 	/*
 	 * The park line.  Producers load park after every commit, so nothing

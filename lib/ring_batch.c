@@ -200,6 +200,8 @@ static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
 	ret = batch_check(prod, src);
 	if (unlikely(ret < 0))
 		return ret;
+	if (lull__consumer_lost(prod))
+		return -EPIPE;
 	/* Relaxed: the CAS validates it. */
 	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
 	for (;;) {

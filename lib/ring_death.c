@@ -244,6 +244,7 @@ int lull__slot_take(struct lull_producer *prod, const struct lull_ring *ring,
 		atomic_fetch_add_explicit(&ring->region->roster_gen, 1,
 					  memory_order_seq_cst);
 		lull__notify(prod);
+		lull__consumer_watch_start(prod);
 		return 0;
 	}
 	return -EBUSY;
@@ -268,6 +269,7 @@ void lull__slot_give(struct lull_producer *prod)
 				  memory_order_seq_cst);
 	lull__notify(prod);
 	prod->slot = NULL;
+	lull__consumer_watch_stop(prod);
 	if (prod->consumer_pidfd >= 0)
 		LULL_SYSCALL(close(prod->consumer_pidfd));
 	prod->consumer_pidfd = -1;
@@ -314,6 +316,7 @@ void lull__consumer_announce(struct lull_ring *ring, bool taken)
 	/* Relaxed: published by the release of consumer_pid below. */
 	atomic_store_explicit(&region->consumer_start, start,
 			      memory_order_relaxed);
+	lull__beacon_publish(region);
 	/* Pairs with the producers' acquire of consumer_pid. */
 	atomic_store_explicit(&region->consumer_pid, pid, memory_order_release);
 }
@@ -327,12 +330,17 @@ bool lull__consumer_gone(struct lull_producer *prod)
 
 	if (!prod->slot)
 		return false;
+	if (lull__consumer_lost(prod))
+		return true;
 	/* Pairs with the release in lull__consumer_announce(). */
 	pid = atomic_load_explicit(&region->consumer_pid, memory_order_acquire);
 	/* Relaxed: ordered by the acquire of consumer_pid just above. */
 	start = atomic_load_explicit(&region->consumer_start,
 				     memory_order_relaxed);
 	if (pid <= 0 || pid == (int32_t)getpid())
+		return false;
+	/* Its beacon says it lives: no system call needed. */
+	if (lull__consumer_beacon_lives(prod, pid))
 		return false;
 	if (prod->consumer_pidfd < 0 || prod->consumer_pid != pid) {
 		if (prod->consumer_pidfd >= 0)

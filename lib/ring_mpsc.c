@@ -29,6 +29,8 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 	uint64_t tail, pad, end;
 	struct lull_record_header *hdr;
 
+	if (lull__consumer_lost(prod))
+		return -EPIPE;
 	/* Relaxed: the CAS below validates whatever we read here. */
 	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
 	for (;;) {

@@ -132,6 +132,12 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 	if (unlikely((tail & mask) + size > mask + 1 ||
 		     end - prod->head_cache > mask + 1))
 		return spsc_write_any(prod, type, data, len);
+	/* The consumer's beacon moved: lane_enter() looks into it. */
+	/* Relaxed: as in lull__consumer_lost(). */
+	if (unlikely(atomic_load_explicit(prod->consumer_word,
+					  memory_order_relaxed) !=
+		     prod->consumer_word_ok))
+		return spsc_write_any(prod, type, data, len);
 	hdr = lull__header_at(prod->data, mask, tail);
 
 	/* lane_enter(), with the -EPIPE case left to the general path */

@@ -53,8 +53,23 @@ static int fd_count(void)
 
 static int fds_at_start;
 
+/*
+ * The first consumer role this process takes of a shared ring makes its
+ * beacon (one descriptor, kept until the process ends): make it first, so
+ * that the count is of what the test leaves.
+ */
+static void beacon_warm_up(void)
+{
+	struct lull_ring *ring;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, 4096, LULL_RING_MPSC, 0),
+		     0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
 static void leak_check_init(void)
 {
+	beacon_warm_up();
 	fds_at_start = fd_count();
 }
 
@@ -1184,6 +1199,156 @@ SHARED_TEST(full_ring_of_a_dead_consumer_is_epipe)
 	cr_assert_eq(lull_producer_wait(p, sizeof(pl), -1), -EPIPE);
 	cr_assert_eq(lull_producer_detach(p), 0);
 	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+/*
+ * One record, the way @how says: 'w' a write, 'c' a claim then its commit,
+ * 'b' a batch of three; in the family of the ring's topology.
+ */
+static int write_as(struct lull_producer *p, bool mpsc, char how)
+{
+	struct payload pl = { 0 };
+	struct lull_record recs[3];
+	void *data;
+	int ret;
+
+	switch (how) {
+	case 'c':
+		ret = mpsc ? lull_mpsc_claim(p, 1, sizeof(pl), &data)
+			   : lull_spsc_claim(p, 1, sizeof(pl), &data);
+		if (ret < 0)
+			return ret;
+		memcpy(data, &pl, sizeof(pl));
+		return mpsc ? lull_mpsc_commit(p) : lull_spsc_commit(p);
+	case 'b':
+		for (unsigned i = 0; i < 3; i++)
+			recs[i] = (struct lull_record){ .type = 1,
+							.data = &pl,
+							.len = sizeof(pl) };
+		return mpsc ? lull_mpsc_write_batch(p, recs, 3)
+			    : lull_spsc_write_batch(p, recs, 3);
+	default:
+		return mpsc ? lull_mpsc_write(p, 1, &pl, sizeof(pl))
+			    : lull_spsc_write(p, 1, &pl, sizeof(pl));
+	}
+}
+
+/*
+ * The consumer's process is killed while the ring has room: the next
+ * claim or write of the producer is -EPIPE (through the consumer's
+ * beacon, with no full ring and no wait), and so is everything after.
+ * @early: the producer attached before the consumer took its role.
+ */
+static void next_write_after_consumer_death(unsigned flags, char how,
+					    bool early)
+{
+	bool mpsc = flags == LULL_RING_MPSC;
+	struct lull_ring *ring;
+	struct lull_producer *p = NULL;
+	struct child c;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, flags,
+					     LULL_SHARE_NO_CONSUMER),
+		     0);
+	if (early)
+		cr_assert_eq(lull_producer_attach(ring, 0, &p), 0);
+	child_start(&c, consumer_child, ring);
+	cr_assert_eq(child_said(&c), 'c');
+	if (!early)
+		cr_assert_eq(lull_producer_attach(ring, 0, &p), 0);
+	cr_assert_eq(write_as(p, mpsc, how), 0, "a live consumer's ring");
+	child_kill(&c); /* reaped: its process has ended */
+	cr_assert_eq(write_as(p, mpsc, how), -EPIPE,
+		     "the first write after the consumer's death");
+	cr_assert_eq(write_as(p, mpsc, 'w'), -EPIPE);
+	cr_assert_eq(lull_producer_wait(p, 16, -1), -EPIPE);
+	cr_assert_eq(lull_producer_detach(p), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+SHARED_TEST(mpsc_write_after_the_consumer_died_is_epipe)
+{
+	next_write_after_consumer_death(LULL_RING_MPSC, 'w', false);
+	next_write_after_consumer_death(LULL_RING_MPSC, 'w', true);
+}
+
+SHARED_TEST(mpsc_claim_and_batch_after_the_consumer_died_are_epipe)
+{
+	next_write_after_consumer_death(LULL_RING_MPSC, 'c', true);
+	next_write_after_consumer_death(LULL_RING_MPSC, 'b', false);
+}
+
+SHARED_TEST(spsc_write_after_the_consumer_died_is_epipe)
+{
+	next_write_after_consumer_death(LULL_RING_SPSC, 'w', true);
+	next_write_after_consumer_death(LULL_RING_SPSC, 'c', false);
+	next_write_after_consumer_death(LULL_RING_SPSC, 'b', true);
+}
+
+SHARED_TEST(lane_write_after_the_consumer_died_is_epipe)
+{
+	next_write_after_consumer_death(LULL_RING_LANES(2), 'w', false);
+	next_write_after_consumer_death(LULL_RING_LANES(2), 'c', true);
+	next_write_after_consumer_death(LULL_RING_LANES(2), 'b', false);
+}
+
+/*
+ * A beacon the region names wrongly (a nonce or a descriptor another
+ * process wrote there) is not trusted: without it the producer learns of
+ * the consumer's death as before, at a full ring or a wait, and nothing
+ * it opened on the way is left open.
+ */
+static void forged_beacon(bool forge_nonce)
+{
+	struct lull_ring *ring;
+	struct lull_producer *p;
+	struct child c;
+	int ret;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC,
+					     LULL_SHARE_NO_CONSUMER),
+		     0);
+	child_start(&c, consumer_child, ring);
+	cr_assert_eq(child_said(&c), 'c');
+	if (forge_nonce)
+		atomic_fetch_add(&ring->region->consumer_beacon_nonce, 2);
+	else /* the consumer's standard input, which is no beacon */
+		atomic_store(&ring->region->consumer_beacon_fd, 0 + 1);
+	cr_assert_eq(lull_producer_attach(ring, 0, &p), 0);
+	child_kill(&c);
+	cr_assert_eq(write_as(p, true, 'w'), 0,
+		     "no beacon trusted: the write finds room");
+	while ((ret = write_as(p, true, 'w')) == 0)
+		;
+	cr_assert_eq(ret, -EPIPE, "the full ring still asks the pidfd");
+	cr_assert_eq(lull_producer_detach(p), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+SHARED_TEST(forged_beacon_is_not_trusted)
+{
+	forged_beacon(true);
+	forged_beacon(false);
+}
+
+/*
+ * The beacon is one descriptor for the process's life, whatever number
+ * of rings it consumes (the fixture made it already), and a fork's child
+ * that takes a consumer role makes its own: its producers' parent then
+ * learns of its death at once.
+ */
+SHARED_TEST(one_beacon_a_process)
+{
+	struct lull_ring *a, *b;
+	int before = fd_count();
+
+	cr_assert_eq(lull_ring_create_shared(&a, CAP, LULL_RING_MPSC, 0), 0);
+	cr_assert_eq(lull_ring_create_shared(&b, CAP, LULL_RING_SPSC, 0), 0);
+	cr_assert_eq(fd_count(), before + 2, "the two memfds, no more");
+	cr_assert_eq(lull_ring_destroy(a), 0);
+	cr_assert_eq(lull_ring_destroy(b), 0);
+	/* consumer_child is such a child: its beacon is its own. */
+	next_write_after_consumer_death(LULL_RING_MPSC, 'w', true);
 }
 
 /* ---- the loop --------------------------------------------------------- */

@@ -38,10 +38,12 @@
  * Progress: every call is lock-free and returns without waiting: a full ring
  * is -EAGAIN on the producer side, an empty one -EAGAIN on the consumer side.
  * Nothing here spins, sleeps or makes a system call on the data path, but
- * the wake-ups of lull/park.h and, on a shared ring, the one poll(2) by
- * which a producer that finds the ring full asks whether the consumer's
- * process still lives (see "Rings shared between processes"): a commit wakes a parked consumer, and a
- * read wakes producers blocked in lull_producer_wait().
+ * the wake-ups of lull/park.h (a commit wakes a parked consumer, and a
+ * read wakes producers blocked in lull_producer_wait()) and, on a shared
+ * ring (see "Rings shared between processes"), the opening of a new
+ * consumer's beacon by the first write that finds it, and, where no
+ * beacon can be had, the one poll(2) by which a producer that finds the
+ * ring full asks whether the consumer's process still lives.
  *
  * Which calls may run concurrently (same ring):
  *
@@ -320,13 +322,22 @@ int lull_ring_open(struct lull_ring **ringp, void *mem, size_t size,
  *     out a LULL_TYPE_DEATH record naming it, and frees its slot, lane and
  *     producer count: the last producer gone closes the ring as a detach
  *     does, poison last;
- *   - producers watch the consumer's process the same way (its pid is in
- *     the region while a handle holds the role): when it dies, a
- *     producer's claim or write that finds the ring full, and
- *     lull_producer_wait(), return -EPIPE instead of waiting, and the
- *     ring is shut down for every producer.  A write that still finds
- *     room succeeds (into a ring nobody reads) until then: the data path
- *     makes no system call;
+ *   - producers learn when the consumer's process ends (exit, kill,
+ *     crash or exec), however it ends: their next claim or write returns
+ *     -EPIPE, and the ring is shut down for every producer.  The news
+ *     costs no system call: the first time a process takes the consumer
+ *     role of a shared ring, lull makes that process's beacon, a sealed
+ *     page (one descriptor, close-on-exec) whose word the kernel changes
+ *     when the process ends, kept by a thread of lull's that sleeps for
+ *     good with every signal blocked; both last until the process ends,
+ *     however many rings it consumes (a fork's child lets go of its
+ *     parent's).  A producer opens the beacon read-only through
+ *     /proc/PID/fd of the consumer (the same user, or CAP_SYS_PTRACE)
+ *     and loads its word before every claim or write.  Where it cannot,
+ *     it falls back to a pidfd of the consumer: then a claim or write
+ *     that finds the ring full, and lull_producer_wait(), return -EPIPE,
+ *     and a write that still finds room succeeds into a ring nobody
+ *     reads;
  *   - the barrier of the park handshake is a fence on both sides (recorded
  *     in the region, docs/DESIGN.md says why), and futex waits are
  *     process-shared.  A park on an eventfd cannot be woken from another
