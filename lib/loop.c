@@ -165,7 +165,9 @@ static int park_begin(struct lull_loop *loop)
 	int ret;
 
 	for (i = 0; i < loop->nrings; i++)
-		lull__park_announce(loop->rings[i]->ring, loop->be->park_how);
+		lull__park_announce(loop->rings[i]->ring,
+				    loop->rings[i]->bridge ? LULL_PARK_FUTEX
+							   : loop->be->park_how);
 	/*
 	 * barrier: pairs with every producer's barrier in lull__notify().  A
 	 * fence for rings whose producers fence too, and membarrier for those
@@ -182,8 +184,11 @@ static int park_begin(struct lull_loop *loop)
 		if (lull__ring_readable(loop->rings[i]->ring))
 			break;
 	if (i == loop->nrings && !lull__loop_stop_pending(loop)) {
-		for (i = 0; i < loop->nrings; i++)
+		for (i = 0; i < loop->nrings; i++) {
 			lull__park_sleeps(loop->rings[i]->ring);
+			if (loop->rings[i]->bridge)
+				lull__bridge_arm(loop->rings[i]->bridge);
+		}
 		return 1;
 	}
 	for (i = 0; i < loop->nrings; i++)

@@ -11,6 +11,8 @@
  *    |                every attached ring (composing park.c's steps)
  *    |-> loop_rings.c   attach, detach, drain, and shut the rings down
  *    |-> loop_ops.c     user SQEs, cancels, timers, signals: the core side
+ *    |-> loop_bridge.c  a shared ring's futex, bridged to the loop's
+ *    |                  eventfd on the backends that sleep on it
  *    |-> loop_backend.c which backend a loop runs on: the only file that
  *    |    |             names them
  *    |    |-> loop_uring.c  uring-futex and uring-eventfd
@@ -75,7 +77,25 @@ struct loop_ring {
 	struct loop_ring *next_detached; /* the backend's detached list */
 	/* A shared ring's producer processes (loop_rings.c), or NULL. */
 	struct loop_watch *watch;
+	/*
+	 * A shared ring on a backend that parks on its eventfd: the bridge
+	 * from its futex to the loop's eventfd (loop_bridge.c), or NULL.
+	 * The ring then parks as LULL_PARK_FUTEX.
+	 */
+	struct loop_bridge *bridge;
 };
+
+/*
+ * The bridge of a shared ring (loop_bridge.c): start its thread, which
+ * writes @kick_fd when a producer wakes the ring's futex; arm it each
+ * time the loop sleeps with the ring parked; stop it once the ring's
+ * park is over for good (park word AWAKE), which joins the thread.
+ */
+struct loop_bridge;
+int lull__bridge_start(struct loop_bridge **bp, struct lull_region *region,
+		       int kick_fd);
+void lull__bridge_arm(struct loop_bridge *b);
+void lull__bridge_stop(struct loop_bridge *b);
 
 /* A user SQE in flight, or one the epoll backend emulates. */
 struct loop_op {

@@ -29,6 +29,8 @@ static void ring_unhook(struct lull_loop *loop, struct loop_ring *lr)
 	    loop->kick_fd)
 		lull__wake_fd_set(region, -1);
 	lull__park_end(lr->ring);
+	lull__bridge_stop(lr->bridge);
+	lr->bridge = NULL;
 	lr->ring->loop = NULL;
 }
 
@@ -106,6 +108,7 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 {
 	struct loop_ring *lr, **grown;
 	unsigned cap;
+	int ret;
 
 	if (!loop || !ring || !fn)
 		return -EINVAL;
@@ -113,10 +116,6 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 		return -EPERM;
 	if (ring->loop || ring->uring_pending)
 		return -EBUSY;
-	/* Only a futex wait can be woken from another process. */
-	if ((ring->flags & LULL_REGION_SHARED) &&
-	    loop->backend != LULL_BACKEND_URING_FUTEX)
-		return -EOPNOTSUPP;
 	if (loop->nrings == loop->rings_cap) {
 		cap = loop->rings_cap ? loop->rings_cap * 2 : 8;
 		grown = realloc(loop->rings, cap * sizeof(*grown));
@@ -140,9 +139,24 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 		}
 		lr->watch->ring = ring;
 	}
+	/*
+	 * Only a futex can be woken from another process: a backend that
+	 * parks on its eventfd gets there through a bridge.
+	 */
+	if ((ring->flags & LULL_REGION_SHARED) &&
+	    loop->be->park_how != LULL_PARK_FUTEX) {
+		ret = lull__bridge_start(&lr->bridge, ring->region,
+					 loop->kick_fd);
+		if (ret < 0) {
+			free(lr->watch);
+			free(lr);
+			return ret;
+		}
+	}
 	loop->rings[loop->nrings++] = lr;
 	ring->loop = loop;
-	loop->be->ring_attached(loop, lr);
+	if (!lr->bridge)
+		loop->be->ring_attached(loop, lr);
 	recompute_asym(loop);
 	if (lr->watch && loop->running)
 		watch_arm(loop, lr->watch);

@@ -114,6 +114,8 @@ handoff msg-ring -
 handoff lull-blocking-memfd -
 handoff lull-blocking-xproc -
 handoff lull-uring-futex-xproc -
+handoff lull-uring-eventfd-xproc -
+handoff lull-epoll-xproc -
 handoff futex-xproc-floor -
 handoff unix-xproc -
 handoff pipe-xproc -

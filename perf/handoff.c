@@ -50,15 +50,19 @@
  *   lull-blocking-xproc the same, the consumer a forked child that opened
  *                       the ring's memfd (LULL_OPEN_CONSUMER), parked in
  *                       lull_ring_wait()
- *   lull-uring-futex-xproc  the child parks in a lull_loop (uring-futex,
- *                       the one loop backend a shared ring takes)
+ *   lull-uring-futex-xproc  the child parks in a lull_loop (uring-futex:
+ *                       its futex wait is on the shared ring's park word)
+ *   lull-uring-eventfd-xproc, lull-epoll-xproc  the same on the loop's
+ *                       backends that sleep on its eventfd, which reach
+ *                       the shared ring's futex through a bridge thread
  *   futex-xproc-floor   futex-floor with the consumer in the child: a
  *                       shared futex on a word in MAP_SHARED memory
  *   unix-xproc          a SOCK_SEQPACKET socketpair: write(2), and the
  *                       child's blocking read(2)
  *   pipe-xproc          a pipe, the same
- * Each lull one's p50 is compared with lull-blocking's (or lull-uring-
- * futex's) in the same run: the goal is within 1.1x.
+ * Each lull one's p50 is compared with its same-process mechanism's
+ * (lull-blocking, or the loop on the same backend) in the same run: the
+ * goal is within 1.1x.
  * The floors' io_urings are set up like lull's loop (SINGLE_ISSUER and
  * DEFER_TASKRUN where the kernel has them) but wait with no timeout.  The
  * floors' futexes are private unless --shared-futex (lull's are shared: see

@@ -80,6 +80,17 @@ const struct mech_desc mech_descs[MECH_KINDS] = {
 		.sleeps = true, .backend = LULL_BACKEND_URING_FUTEX,
 		.floor = MECH_FUTEX_XPROC_FLOOR, .proc = PROC_OTHER,
 		.same = MECH_LULL_URING_FUTEX },
+	/* The two loops that reach a shared ring through a bridge thread. */
+	[MECH_LULL_URING_EVENTFD_XPROC] = {
+		.name = "lull-uring-eventfd-xproc", .style = STYLE_LULL_LOOP,
+		.sleeps = true, .backend = LULL_BACKEND_URING_EVENTFD,
+		.floor = MECH_FUTEX_XPROC_FLOOR, .proc = PROC_OTHER,
+		.same = MECH_LULL_URING_EVENTFD },
+	[MECH_LULL_EPOLL_XPROC] = {
+		.name = "lull-epoll-xproc", .style = STYLE_LULL_LOOP,
+		.sleeps = true, .backend = LULL_BACKEND_EPOLL,
+		.floor = MECH_FUTEX_XPROC_FLOOR, .proc = PROC_OTHER,
+		.same = MECH_LULL_EPOLL },
 	[MECH_FUTEX_XPROC_FLOOR] = {
 		.name = "futex-xproc-floor", .style = STYLE_FLOOR,
 		.sleeps = true, .floor = MECH_KINDS, .proc = PROC_OTHER,

@@ -11,8 +11,8 @@
  * lull-blocking-xproc and lull-uring-futex-xproc: main's ring is a shared
  * one (lull_ring_create_shared(), no consumer role); the child opens its
  * memfd, inherited across the fork, with LULL_OPEN_CONSUMER and parks in
- * lull_ring_wait() or a lull_loop on uring-futex, the two ways a shared
- * ring's consumer may park.  futex-xproc-floor: handoff_floors.c, on a
+ * lull_ring_wait() or a lull_loop (on uring-futex, and on uring-eventfd
+ * and epoll through their bridge).  futex-xproc-floor: handoff_floors.c, on a
  * shared futex.  And the kernel's own ways between processes, one write(2)
  * per message and a blocking read(2) of it:
  *   unix-xproc   a SOCK_SEQPACKET socketpair (datagrams kept whole, and

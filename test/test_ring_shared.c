@@ -29,6 +29,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <liburing.h>
+#include <sched.h>
+
 #include <lull.h>
 
 #include "handles.h" /* the slot table, to fake a reused pid */
@@ -574,26 +577,21 @@ SHARED_TEST(open_refuses_what_is_not_a_whole_shared_region)
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
-SHARED_TEST(eventfd_parks_are_refused)
+/* lull_uring_park_arm() with the eventfd backend cannot reach a shared
+ * ring's producers in other processes: refused. */
+SHARED_TEST(eventfd_park_on_the_callers_uring_is_refused)
 {
-	struct lull_loop_config cfg = { 0 };
-	struct lull_loop *loop;
 	struct lull_ring *ring;
-	struct seen s = { 0 };
+	struct io_uring uring;
 
+	if (lull_backend_supported(LULL_BACKEND_URING_EVENTFD) != 0)
+		cr_skip_test("no io_uring here");
+	/* Read at the ring's first park on an io_uring. */
+	cr_assert_eq(setenv("LULL_BACKEND", "uring-eventfd", 1), 0);
 	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
-	cfg.backend = LULL_BACKEND_EPOLL;
-	cr_assert_eq(lull_loop_create(&loop, &cfg), 0);
-	cr_assert_eq(lull_loop_attach(loop, ring, on_record, &s, 0),
-		     -EOPNOTSUPP);
-	cr_assert_eq(lull_loop_destroy(loop), 0);
-	if (lull_backend_supported(LULL_BACKEND_URING_EVENTFD) == 0) {
-		cfg.backend = LULL_BACKEND_URING_EVENTFD;
-		cr_assert_eq(lull_loop_create(&loop, &cfg), 0);
-		cr_assert_eq(lull_loop_attach(loop, ring, on_record, &s, 0),
-			     -EOPNOTSUPP);
-		cr_assert_eq(lull_loop_destroy(loop), 0);
-	}
+	cr_assert_eq(io_uring_queue_init(8, &uring, 0), 0);
+	cr_assert_eq(lull_uring_park_arm(ring, &uring, 1), -EOPNOTSUPP);
+	io_uring_queue_exit(&uring);
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
@@ -1375,16 +1373,17 @@ static int on_loop_record(const struct lull_record *rec, void *ctx)
  * learns of it (nothing else wakes it), delivers everything committed,
  * then the death record and the poison.
  */
-static void loop_producer_killed(char stop, bool behind, bool before_run)
+static void loop_producer_killed_on(int backend, char stop, bool behind,
+				    bool before_run)
 {
-	struct lull_loop_config cfg = { .backend = LULL_BACKEND_URING_FUTEX };
+	struct lull_loop_config cfg = { .backend = backend };
 	struct dying_arg a = { .id = 1, .before = 50, .stop = stop };
 	struct produce_arg b = { .sock = -1, .id = 2, .count = 100 };
 	struct loop_seen ls = { 0 };
 	struct child c, d;
 
-	if (lull_backend_supported(LULL_BACKEND_URING_FUTEX) != 0)
-		cr_skip_test("no io_uring futex wait here");
+	if (lull_backend_supported(backend) != 0)
+		return; /* not on this kernel */
 	cr_assert_eq(lull_ring_create_shared(&a.ring, 4 * CAP, LULL_RING_MPSC,
 					     0),
 		     0);
@@ -1426,9 +1425,87 @@ static void loop_producer_killed(char stop, bool behind, bool before_run)
 	cr_assert_eq(lull_ring_destroy(a.ring), 0);
 }
 
+/* On every backend this kernel has: the futex one, and the two that
+ * park on the loop's eventfd (through a bridge, for a shared ring). */
+static void loop_producer_killed(char stop, bool behind, bool before_run)
+{
+	static const int backends[] = { LULL_BACKEND_URING_FUTEX,
+					LULL_BACKEND_URING_EVENTFD,
+					LULL_BACKEND_EPOLL };
+
+	for (unsigned i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		loop_producer_killed_on(backends[i], stop, behind, before_run);
+}
+
 SHARED_TEST(loop_learns_of_a_dead_producer)
 {
 	loop_producer_killed('i', false, false);
+}
+
+/*
+ * A producer process that writes only to a parked consumer: before each
+ * record it waits until the park word says the consumer parked, so every
+ * record needs a wake-up that crossed the processes.
+ */
+static void parked_writer_child(int out, void *v)
+{
+	struct produce_arg *a = v;
+	struct lull_ring *ring;
+	struct lull_producer *p = child_attach(a->ring, &ring);
+
+	say(out, 'a');
+	for (uint32_t i = 1; i <= a->count; i++) {
+		/* Relaxed: only a hint of when to write. */
+		while (atomic_load_explicit(&ring->region->park,
+					    memory_order_relaxed) ==
+		       LULL_PARK_AWAKE)
+			sched_yield();
+		write_seq(p, a->id, i);
+	}
+	if (lull_producer_detach(p) || lull_ring_destroy(ring))
+		_exit(2);
+}
+
+/*
+ * The loop takes a shared ring on every backend: on uring-futex its futex
+ * wait, on uring-eventfd and epoll the bridge; each of the child's records
+ * reaches a parked loop, and the last detach ends the run with the poison.
+ */
+SHARED_TEST(loop_parks_on_a_shared_ring_on_every_backend)
+{
+	static const int backends[] = { LULL_BACKEND_URING_FUTEX,
+					LULL_BACKEND_URING_EVENTFD,
+					LULL_BACKEND_EPOLL };
+	struct lull_loop_config cfg = { 0 };
+	struct lull_loop_stats st;
+	struct child c;
+
+	for (unsigned i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		struct produce_arg a = { .sock = -1, .id = 1, .count = 300 };
+		struct loop_seen ls = { 0 };
+
+		if (lull_backend_supported(backends[i]) != 0)
+			continue;
+		cfg.backend = backends[i];
+		cr_assert_eq(lull_ring_create_shared(&a.ring, CAP,
+						     LULL_RING_MPSC, 0),
+			     0);
+		cr_assert_eq(lull_loop_create(&ls.loop, &cfg), 0);
+		cr_assert_eq(lull_loop_attach(ls.loop, a.ring, on_loop_record,
+					      &ls, 0),
+			     0, "backend %d", backends[i]);
+		child_start(&c, parked_writer_child, &a);
+		cr_assert_eq(child_said(&c), 'a');
+		cr_assert_eq(lull_loop_run(ls.loop), 0);
+		cr_assert_eq(child_reap(&c), 0);
+		cr_assert_eq(ls.s.records, 300u, "backend %d", backends[i]);
+		cr_assert_not(ls.s.out_of_order);
+		cr_assert_eq(ls.s.poisons, 1);
+		cr_assert_eq(lull_loop_stats(ls.loop, &st), 0);
+		cr_assert_geq(st.parks, 1, "the loop slept");
+		cr_assert_eq(lull_loop_destroy(ls.loop), 0);
+		cr_assert_eq(lull_ring_destroy(a.ring), 0);
+	}
 }
 
 SHARED_TEST(loop_skips_a_dead_producers_claim)

@@ -125,11 +125,15 @@ int lull_loop_backend(const struct lull_loop *loop);
  * loop is stopping is shut down at once, like the others.  A shared ring
  * (lull_ring_create_shared()): the loop also watches its producer
  * processes (a poll of lull_ring_watch_fd() among its own SQEs), so a
- * producer's death reaches @fn as a LULL_TYPE_DEATH record; only the
- * uring-futex backend can be woken from another process.  Returns 0,
- * -EINVAL, -EPERM (not the consumer handle), -EBUSY (attached already, or
- * parked on an io_uring of the caller's), -EOPNOTSUPP (a shared ring on
- * the uring-eventfd or epoll backend), -ENOMEM.
+ * producer's death reaches @fn as a LULL_TYPE_DEATH record.  Producers
+ * in other processes can only wake a futex: the uring-futex backend waits
+ * on it, and on uring-eventfd and epoll the loop starts a bridge for the
+ * ring, a thread of lull's (every signal blocked) that sleeps on the
+ * ring's futex while the loop sleeps and writes the loop's eventfd when
+ * woken; it costs that hop per wake-up, and ends at the detach.  Returns
+ * 0, -EINVAL, -EPERM (not the consumer handle), -EBUSY (attached already,
+ * or parked on an io_uring of the caller's), -ENOMEM, or the error of
+ * pthread_create(3) for a bridge (-EAGAIN).
  */
 int lull_loop_attach(struct lull_loop *loop, struct lull_ring *ring,
 		     lull_record_fn fn, void *ctx, unsigned batch);

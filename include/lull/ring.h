@@ -341,9 +341,10 @@ int lull_ring_open(struct lull_ring **ringp, void *mem, size_t size,
  *   - the barrier of the park handshake is a fence on both sides (recorded
  *     in the region, docs/DESIGN.md says why), and futex waits are
  *     process-shared.  A park on an eventfd cannot be woken from another
- *     process: the loop's uring-eventfd and epoll backends and
- *     lull_uring_park_arm() with the eventfd backend refuse a shared ring
- *     with -EOPNOTSUPP.
+ *     process: the loop's uring-eventfd and epoll backends reach a
+ *     shared ring's futex through a bridge thread (lull_loop_attach()),
+ *     and lull_uring_park_arm() with the eventfd backend refuses a shared
+ *     ring with -EOPNOTSUPP.
  * Pointers into a shared region are per process; everything in it is
  * positions and values.  A region stays alive while any process maps it:
  * the memfd when its last descriptor and mapping go, a named one until
