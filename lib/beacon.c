@@ -161,6 +161,7 @@ static int beacon_make(void)
 	if (ret < 0)
 		goto fail;
 
+	/* Relaxed: before the keeper exists; pthread_create() orders it. */
 	atomic_store_explicit(&keeper_state, 0, memory_order_relaxed);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -356,6 +357,8 @@ static bool consumer_follow(struct lull_producer *prod)
 	/* Relaxed: ordered by the acquire of consumer_pid just above. */
 	start = atomic_load_explicit(&region->consumer_start,
 				     memory_order_relaxed);
+	/* Relaxed, both: as start; a mix of two consumers' fields fails the
+	 * nonce or the consumer_is() check below. */
 	fd_plus_one = atomic_load_explicit(&region->consumer_beacon_fd,
 					   memory_order_relaxed);
 	nonce = atomic_load_explicit(&region->consumer_beacon_nonce,

@@ -137,6 +137,10 @@ void lull__bridge_stop(struct loop_bridge *b)
 	 * Waking every waiter of the park word is allowed: a futex wait
 	 * may always return early, and each waiter checks again.
 	 */
+	/*
+	 * Relaxed: the futex wakes below and pthread_join() order it; the
+	 * bridge only has to see it once it wakes.
+	 */
 	atomic_store_explicit(&b->armed, BRIDGE_STOP, memory_order_relaxed);
 	lull__futex_wake_op(&b->armed, FUTEX_WAKE_PRIVATE, 1);
 	lull__futex_wake(&b->region->park, INT_MAX);
