@@ -3,7 +3,7 @@
 #
 # make audio-deps      install espeak-ng, soxr, cJSON, http_parser, libsodium,
 #                      gnuplot and chromium (scripts/deps.sh audio)
-# make build/examples/audio-server        the server
+# make build/examples/audio-server        the server, and audio-worker
 # make build/examples/audio-server-asan   the same under ASan + UBSan
 # make build/examples/audio-loadgen       the load generator
 # make audio-demo      A/B: poll versus park wake-ups under load, a table
@@ -14,8 +14,14 @@ AUDIO_GEN := $(B)/gen/audio-server
 AUDIO_NAMES := main server http speech tts metrics buf
 AUDIO_OBJ := $(AUDIO_NAMES:%=$(B)/obj/audio-server/%.o)
 AUDIO_ASAN_OBJ := $(AUDIO_NAMES:%=$(B)/asan/audio-server/%.o)
+# The worker process: the synthesis half, without the HTTP side.
+WORKER_NAMES := worker tts
+WORKER_OBJ := $(WORKER_NAMES:%=$(B)/obj/audio-server/%.o)
+WORKER_ASAN_OBJ := $(WORKER_NAMES:%=$(B)/asan/audio-server/%.o)
 AUDIO_BIN := $(B)/examples/audio-server
 AUDIO_ASAN_BIN := $(B)/examples/audio-server-asan
+WORKER_BIN := $(B)/examples/audio-worker
+WORKER_ASAN_BIN := $(B)/examples/audio-worker-asan
 AUDIO_LOADGEN := $(B)/examples/audio-loadgen
 
 AUDIO_PKGS := espeak-ng soxr libcjson libsodium
@@ -49,9 +55,15 @@ $(B)/obj/audio-server/%.o: $(AUDIO_DIR)/%.c
 	@mkdir -p $(@D)
 	$(call say,CC,$@) $(CC) $(CFLAGS) $(AUDIO_CFLAGS) -c $< -o $@
 
-$(AUDIO_BIN): $(AUDIO_OBJ) $(STLIB)
+# The server starts the worker beside it: building one builds both.
+$(AUDIO_BIN): $(AUDIO_OBJ) $(STLIB) | $(WORKER_BIN)
 	@mkdir -p $(@D)
 	$(call say,LD,$@) $(CC) $(CFLAGS) $(LDFLAGS) $(AUDIO_OBJ) $(STLIB) \
+		-o $@ $(AUDIO_LIBS) $(LDLIBS_LULL)
+
+$(WORKER_BIN): $(WORKER_OBJ) $(STLIB)
+	@mkdir -p $(@D)
+	$(call say,LD,$@) $(CC) $(CFLAGS) $(LDFLAGS) $(WORKER_OBJ) $(STLIB) \
 		-o $@ $(AUDIO_LIBS) $(LDLIBS_LULL)
 
 # ASan + UBSan, with the library compiled in (as the ASan unit tests do).
@@ -60,10 +72,16 @@ $(B)/asan/audio-server/%.o: $(AUDIO_DIR)/%.c
 	$(call say,CC,$@) $(CC) $(CFLAGS) $(ASAN_FLAGS) $(AUDIO_CFLAGS) \
 		-c $< -o $@
 
-$(AUDIO_ASAN_BIN): $(AUDIO_ASAN_OBJ) $(ASAN_LIB_OBJ)
+$(AUDIO_ASAN_BIN): $(AUDIO_ASAN_OBJ) $(ASAN_LIB_OBJ) | $(WORKER_ASAN_BIN)
 	@mkdir -p $(@D)
 	$(call say,LD,$@) $(CC) $(CFLAGS) $(ASAN_FLAGS) $(LDFLAGS) \
 		$(AUDIO_ASAN_OBJ) $(ASAN_LIB_OBJ) -o $@ $(AUDIO_LIBS) \
+		$(LDLIBS_LULL)
+
+$(WORKER_ASAN_BIN): $(WORKER_ASAN_OBJ) $(ASAN_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(call say,LD,$@) $(CC) $(CFLAGS) $(ASAN_FLAGS) $(LDFLAGS) \
+		$(WORKER_ASAN_OBJ) $(ASAN_LIB_OBJ) -o $@ $(AUDIO_LIBS) \
 		$(LDLIBS_LULL)
 
 # The load generator does not use lull itself: it is a plain client.

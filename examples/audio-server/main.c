@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -50,7 +51,7 @@ static void usage(FILE *f)
 "usage: audio-server [options]\n"
 "  --host ADDR            address to listen on (default 127.0.0.1)\n"
 "  --port N               port; 0 picks a free one (default 8000)\n"
-"  --workers N            synthesis threads (default 2)\n"
+"  --workers N            synthesis workers (default 2)\n"
 "  --pace fast|realtime   release audio as fast as synthesized (default),\n"
 "                         or at its own playback rate\n"
 "  --wakeup park|poll     how the loop learns of new audio: park on the\n"
@@ -72,8 +73,17 @@ static void usage(FILE *f)
 "  --chunk-ms N           audio per chunk, 10..1000 ms (default 100)\n"
 "  --idle-timeout N       close a connection that sent no complete request\n"
 "                         in N seconds (default 30)\n"
-"  --fault engine|synth   testing: fail the engine at start, or every\n"
-"                         synthesis after its first chunk\n"
+"  --isolation thread|process\n"
+"                         workers as threads of the server (default), or\n"
+"                         as processes of their own (audio-worker), which\n"
+"                         may crash: their streams end with an error and\n"
+"                         a replacement starts\n"
+"  --worker-program PATH  the audio-worker to start (default: the one\n"
+"                         beside audio-server)\n"
+"  --fault engine|synth|crash\n"
+"                         testing: fail the engine at start, or every\n"
+"                         synthesis after its first chunk; crash (with\n"
+"                         --isolation process): abort the worker there\n"
 "  -v, --verbose          a log line per speech request\n"
 "The first line on stdout is \"listening on HOST:PORT\"; logs go to\n"
 "stderr.  Exit status 0 after a clean shutdown, 1 on failure, 2 on a\n"
@@ -115,11 +125,31 @@ static int choice(const char *arg, const char *opt, const char *a,
 	exit(2);
 }
 
+/* audio-worker in the server's own directory (a static buffer), or NULL. */
+static const char *worker_beside_me(void)
+{
+	static char path[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	char *slash;
+
+	if (len <= 0)
+		return NULL;
+	path[len] = '\0';
+	slash = strrchr(path, '/');
+	if (!slash || (size_t)(slash - path) + sizeof("/audio-worker") >
+			      sizeof(path))
+		return NULL;
+	/* The ASan server starts the ASan worker. */
+	strcpy(slash + 1, strstr(slash + 1, "-asan") ? "audio-worker-asan"
+						      : "audio-worker");
+	return access(path, X_OK) == 0 ? path : NULL;
+}
+
 int main(int argc, char **argv)
 {
 	enum { O_HOST = 256, O_PORT, O_WORKERS, O_PACE, O_WAKEUP, O_COALESCE,
 	       O_DRAIN, O_MAXCONN, O_SENDBUF, O_SENDTIMEOUT, O_CHUNK, O_IDLE,
-	       O_FAULT };
+	       O_FAULT, O_ISOLATION, O_WORKER_PROGRAM };
 	static const struct option opts[] = {
 		{ "host", required_argument, NULL, O_HOST },
 		{ "port", required_argument, NULL, O_PORT },
@@ -134,6 +164,9 @@ int main(int argc, char **argv)
 		{ "chunk-ms", required_argument, NULL, O_CHUNK },
 		{ "idle-timeout", required_argument, NULL, O_IDLE },
 		{ "fault", required_argument, NULL, O_FAULT },
+		{ "isolation", required_argument, NULL, O_ISOLATION },
+		{ "worker-program", required_argument, NULL,
+		  O_WORKER_PROGRAM },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -203,10 +236,21 @@ int main(int argc, char **argv)
 				optarg, "--idle-timeout", 1, 86400, false);
 			break;
 		case O_FAULT:
-			cfg.fault = choice(optarg, "--fault", "engine", "synth")
-					    ? TTS_FAULT_SYNTH
-					    : TTS_FAULT_ENGINE;
+			if (strcmp(optarg, "crash") == 0)
+				cfg.fault = TTS_FAULT_CRASH;
+			else
+				cfg.fault = choice(optarg, "--fault", "engine",
+						   "synth")
+						    ? TTS_FAULT_SYNTH
+						    : TTS_FAULT_ENGINE;
 			break;
+		case O_ISOLATION:
+			cfg.isolation = choice(optarg, "--isolation", "thread",
+					       "process")
+						? TTS_ISOLATION_PROCESS
+						: TTS_ISOLATION_THREAD;
+			break;
+		case O_WORKER_PROGRAM: cfg.worker_program = optarg; break;
 		case 'v': cfg.verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -221,6 +265,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "audio-server: --max-send-buffer must hold at "
 				"least 4 chunks: %u bytes for --chunk-ms %u\n",
 			4 * (cfg.chunk_ms * 64 + 256), cfg.chunk_ms);
+		return 2;
+	}
+	if (cfg.fault == TTS_FAULT_CRASH &&
+	    cfg.isolation != TTS_ISOLATION_PROCESS) {
+		fputs("audio-server: --fault crash needs --isolation process\n",
+		      stderr);
+		return 2;
+	}
+	if (cfg.isolation == TTS_ISOLATION_PROCESS && !cfg.worker_program &&
+	    !(cfg.worker_program = worker_beside_me())) {
+		fputs("audio-server: cannot find audio-worker beside the "
+		      "server; give --worker-program\n",
+		      stderr);
 		return 2;
 	}
 	if (sodium_init() < 0) {

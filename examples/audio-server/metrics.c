@@ -98,11 +98,12 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 				 m->responses[METRICS_NSTATUS - 1]);
 	ret = ret ||
 	      head(out, "tts_info", "gauge",
-		   "Configuration: wake-up mode, loop backend, pace.") ||
+		   "Configuration: wake-up mode, loop backend, pace, "
+		   "isolation.") ||
 	      buf_printf(out,
-			 "tts_info{wakeup=\"%s\",backend=\"%s\",pace=\"%s\"} "
-			 "1\n",
-			 v->wakeup, v->backend, v->pace) ||
+			 "tts_info{wakeup=\"%s\",backend=\"%s\",pace=\"%s\","
+			 "isolation=\"%s\"} 1\n",
+			 v->wakeup, v->backend, v->pace, v->isolation) ||
 	      gauge(out, "tts_coalesce_seconds",
 		    "--coalesce-us: the loop's coalescing window (0: off).",
 		    v->coalesce_us / 1e6) ||
@@ -116,8 +117,21 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 	      gauge(out, "tts_queued_jobs",
 		    "Jobs submitted to workers and not finished.",
 		    v->queued_jobs) ||
-	      gauge(out, "tts_workers", "Synthesis worker threads.",
+	      gauge(out, "tts_workers", "Synthesis workers configured.",
 		    v->workers) ||
+	      gauge(out, "tts_workers_up",
+		    "Synthesis workers running (processes: spawned and "
+		    "not seen dead).",
+		    v->worker_stats.up) ||
+	      counter(out, "tts_worker_deaths_total",
+		      "--isolation process: workers that died.",
+		      v->worker_stats.deaths) ||
+	      counter(out, "tts_worker_restarts_total",
+		      "--isolation process: replacement workers started.",
+		      v->worker_stats.restarts) ||
+	      counter(out, "tts_worker_lost_streams_total",
+		      "Streams ended with an error by their worker's death.",
+		      m->streams_worker_lost) ||
 	      gauge(out, "tts_uptime_seconds", "Seconds since start.",
 		    v->uptime_s) ||
 	      counter(out, "tts_connections_total", "Connections accepted.",
@@ -239,6 +253,7 @@ int metrics_render(struct buf *out, const struct metrics_view *v)
 int health_render(struct buf *out, const struct metrics_view *v)
 {
 	cJSON *root = cJSON_CreateObject();
+	cJSON *pids = NULL;
 	char *text;
 	int ret;
 
@@ -250,6 +265,14 @@ int health_render(struct buf *out, const struct metrics_view *v)
 	    !cJSON_AddStringToObject(root, "backend", v->backend) ||
 	    !cJSON_AddStringToObject(root, "pace", v->pace) ||
 	    !cJSON_AddNumberToObject(root, "workers", v->workers) ||
+	    !cJSON_AddStringToObject(root, "isolation", v->isolation) ||
+	    !cJSON_AddNumberToObject(root, "workers_up",
+				     v->worker_stats.up) ||
+	    !cJSON_AddNumberToObject(root, "worker_deaths",
+				     (double)v->worker_stats.deaths) ||
+	    !cJSON_AddNumberToObject(root, "worker_restarts",
+				     (double)v->worker_stats.restarts) ||
+	    !(pids = cJSON_AddArrayToObject(root, "worker_pids")) ||
 	    !cJSON_AddNumberToObject(root, "connections", v->connections) ||
 	    !cJSON_AddNumberToObject(root, "active_streams",
 				     v->active_streams) ||
@@ -257,6 +280,15 @@ int health_render(struct buf *out, const struct metrics_view *v)
 	    !cJSON_AddStringToObject(root, "lull_version", lull_version())) {
 		cJSON_Delete(root);
 		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < v->workers && i < TTS_WORKERS_MAX; i++) {
+		cJSON *pid = cJSON_CreateNumber(v->worker_stats.pids[i]);
+
+		if (!pid || !cJSON_AddItemToArray(pids, pid)) {
+			cJSON_Delete(pid);
+			cJSON_Delete(root);
+			return -ENOMEM;
+		}
 	}
 	text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);

@@ -41,6 +41,8 @@ struct metrics {
 	uint64_t idle_closed;        /* connections closed by --idle-timeout */
 	uint64_t poll_ticks;         /* --wakeup poll: timer passes */
 	uint64_t poll_empty;         /* ... that found the ring empty */
+	uint64_t worker_deaths;      /* worker processes that died */
+	uint64_t streams_worker_lost; /* streams ended by a worker's death */
 };
 
 /* Everything a page shows, gathered by the server. */
@@ -55,6 +57,8 @@ struct metrics_view {
 	unsigned active_streams;
 	unsigned queued_jobs; /* jobs the workers have not finished */
 	unsigned workers;
+	const char *isolation; /* "thread" or "process" */
+	struct tts_worker_stats worker_stats;
 	double uptime_s;
 	struct lull_ring_stats chunk_ring;
 	const struct lull_ring_stats *request_rings; /* one per worker */

@@ -66,6 +66,7 @@
 #define ACCEPT_RETRY_NS 100000000ull      /* after EMFILE and the like */
 #define SWEEP_NS 1000000000ull            /* idle check, with connections */
 #define LOOP_ENTRIES 1024u
+#define WORKER_EXIT_NS 2000000000ull /* after the rings shut down */
 
 struct stream;
 
@@ -212,6 +213,14 @@ static int stream_register(struct server *s, struct stream *st)
 		s->generation = 1;
 	st->slot = slot;
 	st->job.id = (uint64_t)s->generation << 32 | slot;
+	/*
+	 * Relaxed: the write of the job to its worker's ring publishes
+	 * these (its release pairs with the worker's acquire read).
+	 */
+	st->job.ctl = tts_control(s->pool, slot);
+	atomic_store_explicit(&st->job.ctl->cancelled, false,
+			      memory_order_relaxed);
+	atomic_store_explicit(&st->job.ctl->consumed, 0, memory_order_relaxed);
 	s->slots[slot] = st;
 	s->live_streams++;
 	return 0;
@@ -242,7 +251,8 @@ static void stream_free(struct server *s, struct stream *st)
 static void stream_orphan(struct server *s, struct stream *st)
 {
 	/* Relaxed: the worker polls it; the flag orders no other data. */
-	atomic_store_explicit(&st->job.cancelled, true, memory_order_relaxed);
+	atomic_store_explicit(&st->job.ctl->cancelled, true,
+			      memory_order_relaxed);
 	if (st->conn) {
 		st->conn->stream = NULL;
 		st->conn = NULL;
@@ -558,7 +568,7 @@ static void stream_progress(struct stream *st)
 		consumed = (uint64_t)((double)st->samples * 2 *
 				      ((double)sent / (double)queued));
 	/* Relaxed: a progress count, ordering nothing else (see flow()). */
-	atomic_store_explicit(&st->job.consumed, consumed,
+	atomic_store_explicit(&st->job.ctl->consumed, consumed,
 			      memory_order_relaxed);
 }
 
@@ -833,6 +843,11 @@ static int on_chunk_record(const struct lull_record *rec, void *ctx)
 		memcpy(&id, rec->data, sizeof(id));
 		job_final(s, rec, id);
 		break;
+	case LULL_TYPE_DEATH:
+		/* A worker process died; what it committed came first. */
+		if (rec->len >= sizeof(struct lull_death))
+			tts_pool_death(s->pool, rec->data);
+		break;
 	case LULL_TYPE_FATAL:
 		logmsg("engine failure reported on the chunk ring: %s (%s)",
 		       fatal->message, strerror(-fatal->code));
@@ -863,6 +878,10 @@ static void on_poll_tick(struct lull_loop *loop, void *ctx)
 
 	(void)loop;
 	s->m.poll_ticks++;
+	/* No loop watches a polled shared ring's producers: look. */
+	if (s->cfg.isolation == TTS_ISOLATION_PROCESS &&
+	    (n = lull_ring_watch(s->chunks)) < 0)
+		logmsg("lull_ring_watch: %s", lull_strerror(n));
 	/* The old way: look every millisecond whether audio arrived. */
 	while ((n = lull_ring_read(s->chunks, on_chunk_record, s,
 				   CHUNK_BATCH)) > 0) {
@@ -876,6 +895,32 @@ static void on_poll_tick(struct lull_loop *loop, void *ctx)
 		logmsg("lull_ring_read: %s", lull_strerror(n));
 }
 
+/*
+ * A worker process is gone, and every record it committed was read: end
+ * the streams it had, queued or running, with an error.
+ */
+static void on_worker_lost(void *ctx, unsigned worker, const char *why)
+{
+	struct server *s = ctx;
+	unsigned ended = 0;
+
+	if (!s->stopping)
+		s->m.worker_deaths++;
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		struct stream *st = s->slots[i];
+
+		if (!st || st->job.worker != worker)
+			continue;
+		ended++;
+		s->m.streams_worker_lost++;
+		if (st->conn)
+			stream_error(s, st, why, "server_error");
+		stream_free(s, st);
+	}
+	logmsg("worker %u: %s; %u stream(s) ended%s", worker, why, ended,
+	       s->stopping ? "" : "; restarting it");
+}
+
 /* --- requests ------------------------------------------------------------- */
 
 static void handle_speech(struct conn *c)
@@ -883,6 +928,8 @@ static void handle_speech(struct conn *c)
 	struct server *s = c->srv;
 	struct http_request *hr = &c->http.req;
 	struct api_error err;
+	struct tts_worker_stats ws;
+	char extra[160];
 	struct stream *st;
 	int ret;
 
@@ -922,13 +969,14 @@ static void handle_speech(struct conn *c)
 		st->job.window = s->cfg.max_send_buffer * 3 / 8;
 	else if (st->req.stream == SPEECH_AUDIO)
 		st->job.window = s->cfg.max_send_buffer / 2;
-	atomic_init(&st->job.cancelled, false);
-	atomic_init(&st->job.consumed, 0);
 	ret = tts_submit(s->pool, &st->job);
 	if (ret < 0) {
 		stream_free(s, st);
 		respond_json_error(c, 503, "server_error", "Retry-After: 1\r\n",
-				   "The synthesis queue is full (%s).",
+				   ret == -EAGAIN ? "The synthesis queue is "
+						    "full, or no worker is up."
+						  : "The synthesis queue "
+						    "refused it (%s).",
 				   lull_strerror(ret));
 		return;
 	}
@@ -944,20 +992,19 @@ static void handle_speech(struct conn *c)
 	if (!c->chunked)
 		c->keep_alive = false;
 	metrics_response(&s->m, 200);
-	if (st->req.stream == SPEECH_SSE)
-		ret = http_head(&c->pending, 200, "text/event-stream",
-				c->chunked ? HTTP_BODY_CHUNKED
-					   : HTTP_BODY_TO_CLOSE,
-				c->keep_alive,
-				"Cache-Control: no-cache\r\n"
-				"X-Accel-Buffering: no\r\n");
-	else
-		ret = http_head(&c->pending, 200, "audio/pcm",
-				c->chunked ? HTTP_BODY_CHUNKED
-					   : HTTP_BODY_TO_CLOSE,
-				c->keep_alive,
-				"Cache-Control: no-cache\r\n"
-				"X-Sample-Rate: 24000\r\n");
+	/* Which worker serves it: the page shows it, tests kill it. */
+	tts_worker_stats(s->pool, &ws);
+	snprintf(extra, sizeof(extra),
+		 "Cache-Control: no-cache\r\n%s"
+		 "X-Worker: %u\r\nX-Worker-Pid: %d\r\n",
+		 st->req.stream == SPEECH_SSE ? "X-Accel-Buffering: no\r\n"
+					      : "X-Sample-Rate: 24000\r\n",
+		 st->job.worker, (int)ws.pids[st->job.worker]);
+	ret = http_head(&c->pending, 200,
+			st->req.stream == SPEECH_SSE ? "text/event-stream"
+						     : "audio/pcm",
+			c->chunked ? HTTP_BODY_CHUNKED : HTTP_BODY_TO_CLOSE,
+			c->keep_alive, extra);
 	if (ret < 0) {
 		conn_close(c);
 		return;
@@ -979,6 +1026,9 @@ static void metrics_view(struct server *s, struct metrics_view *v)
 	v->active_streams = s->active_streams;
 	v->queued_jobs = s->live_streams;
 	v->workers = tts_pool_workers(s->pool);
+	v->isolation = s->cfg.isolation == TTS_ISOLATION_PROCESS ? "process"
+								 : "thread";
+	tts_worker_stats(s->pool, &v->worker_stats);
 	v->uptime_s = (double)(now_ns() - s->started_ns) / 1e9;
 	/* These fail only for NULL arguments; then the counters read 0. */
 	if (lull_ring_stats(s->chunks, &v->chunk_ring) < 0)
@@ -1382,6 +1432,10 @@ static void on_signal(struct lull_loop *loop, int signo, void *ctx)
 	struct server *s = ctx;
 
 	(void)loop;
+	if (signo == SIGCHLD) {
+		tts_pool_reap(s->pool);
+		return;
+	}
 	if (!s->draining) {
 		begin_drain(s, strsignal(signo));
 	} else if (s->drain_timer) {
@@ -1441,7 +1495,7 @@ static int listen_on(struct server *s)
 
 int server_create(struct server **serverp, const struct server_config *cfg)
 {
-	static const int signals[] = { SIGINT, SIGTERM };
+	static const int signals[] = { SIGINT, SIGTERM, SIGCHLD };
 	struct lull_loop_config lcfg = {
 		.entries = LOOP_ENTRIES,
 		.coalesce_ns = (uint64_t)cfg->coalesce_us * 1000u,
@@ -1469,12 +1523,18 @@ int server_create(struct server **serverp, const struct server_config *cfg)
 		goto fail;
 	}
 	/* Before any thread starts: workers inherit the blocked mask. */
-	ret = lull_loop_signals(s->loop, signals, 2, on_signal, s);
+	ret = lull_loop_signals(s->loop, signals, 3, on_signal, s);
 	if (ret < 0) {
 		logmsg("lull_loop_signals: %s", lull_strerror(ret));
 		goto fail;
 	}
-	ret = lull_ring_create(&s->chunks, CHUNK_RING_CAPACITY, LULL_RING_MPSC);
+	/* Worker processes write it from their own mappings of its memfd. */
+	if (cfg->isolation == TTS_ISOLATION_PROCESS)
+		ret = lull_ring_create_shared(&s->chunks, CHUNK_RING_CAPACITY,
+					      LULL_RING_MPSC, 0);
+	else
+		ret = lull_ring_create(&s->chunks, CHUNK_RING_CAPACITY,
+				       LULL_RING_MPSC);
 	if (ret < 0) {
 		logmsg("lull_ring_create: %s", lull_strerror(ret));
 		goto fail;
@@ -1517,7 +1577,12 @@ int server_create(struct server **serverp, const struct server_config *cfg)
 	tcfg.fault = cfg->fault;
 	tcfg.patience_ns = (uint64_t)cfg->send_timeout_ms * 1000000u;
 	tcfg.voices = s->voices;
-	ret = tts_pool_start(&s->pool, &tcfg, s->chunks);
+	tcfg.max_jobs = s->nslots;
+	tcfg.isolation = cfg->isolation;
+	tcfg.worker_program = cfg->worker_program;
+	tcfg.worker_lost = on_worker_lost;
+	tcfg.ctx = s;
+	ret = tts_pool_start(&s->pool, &tcfg, s->chunks, s->loop);
 	if (ret < 0) {
 		logmsg("starting the workers: %s", lull_strerror(ret));
 		goto fail;
@@ -1566,7 +1631,7 @@ int server_run(struct server *s)
 	ret = lull_ring_shutdown(s->chunks, LULL_SHUTDOWN_IMMEDIATE);
 	if (ret < 0)
 		logmsg("lull_ring_shutdown: %s", lull_strerror(ret));
-	tts_pool_join(s->pool);
+	tts_pool_join(s->pool, now_ns() + WORKER_EXIT_NS);
 	logmsg("stopped: %" PRIu64 " streams (%" PRIu64 " complete, %" PRIu64
 	       " failed, %" PRIu64 " cut by clients, %" PRIu64
 	       " slow clients), %" PRIu64 " chunks",
@@ -1587,7 +1652,7 @@ void server_destroy(struct server *s)
 		if (s->chunks && (ret = lull_ring_shutdown(
 					  s->chunks, LULL_SHUTDOWN_IMMEDIATE)) < 0)
 			logmsg("lull_ring_shutdown: %s", lull_strerror(ret));
-		tts_pool_join(s->pool);
+		tts_pool_join(s->pool, now_ns() + WORKER_EXIT_NS);
 	}
 	/* Stop the kernel from touching connection buffers, then free. */
 	for (c = s->conns; c; c = c->next)

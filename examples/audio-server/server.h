@@ -31,6 +31,8 @@ struct server_config {
 	unsigned idle_timeout_s;  /* close connections without a complete
 				     request for this long */
 	enum tts_fault fault;
+	enum tts_isolation isolation;
+	const char *worker_program; /* --isolation process: audio-worker */
 	bool verbose;             /* a log line per request */
 };
 

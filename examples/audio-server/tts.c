@@ -16,12 +16,23 @@
  * (which then aborts espeak); the job then ends with TTS_CANCELLED.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <espeak-ng/speak_lib.h>
 #include <soxr.h>
@@ -30,7 +41,18 @@
 #include "tts.h"
 
 #define REQUEST_RING_CAPACITY 4096u /* ~170 queued jobs per worker */
-#define REQUEST_JOB 1
+/* Worker processes: a job travels whole, up to 16 KiB of text. */
+#define REQUEST_RING_SHARED_CAPACITY (256u << 10)
+#define REQUEST_JOB 1      /* struct tts_job *, to a worker thread */
+#define REQUEST_JOB_COPY 2 /* struct tts_request ..., to a process */
+/* Worker processes: */
+#define SETTLE_NS 50000000ull     /* reaped, but no death record yet */
+#define YOUNG_NS 250000000ull     /* a death this soon is a failed start */
+#define BACKOFF_MIN_NS 50000000ull
+#define BACKOFF_MAX_NS 5000000000ull
+#define BOARD_FD 5
+#define REQUEST_FD 3
+#define CHUNK_FD 4
 #define SEGMENT_MAX 240u   /* bytes of text per espeak_Synth() call */
 #define ESPEAK_BUFFER_MS 50 /* how much audio per synth callback */
 /* The longest wait for room in the chunk ring between looks at the
@@ -40,8 +62,27 @@
 
 struct job_state;
 
+/*
+ * The job board: what the loop tells the workers (tts.h).  @waiting[i]
+ * is how many jobs wait behind worker i's current one: a worker with
+ * jobs waiting stops waiting for a slow client.
+ */
+struct tts_board {
+	uint32_t max_jobs;
+	uint32_t reserved;
+	atomic_uint waiting[TTS_WORKERS_MAX];
+	struct tts_job_control jobs[];
+};
+
+enum worker_state {
+	WORKER_DOWN,    /* no process; a restart may be due */
+	WORKER_RUNNING, /* spawned (threads: always) */
+	WORKER_LOST,    /* gone, its jobs forgotten; not reaped yet */
+};
+
 struct worker {
-	struct tts_pool *pool;
+	struct tts_pool *pool;        /* NULL in a worker process */
+	const struct tts_config *cfg;
 	unsigned index;
 	pthread_t thread;
 	bool started;
@@ -49,12 +90,22 @@ struct worker {
 	struct lull_producer *submit; /* the loop's producer on requests */
 	struct lull_producer *out;    /* this thread's producer on chunks */
 	uint64_t load;                /* loop thread only: queued cost */
-	/*
-	 * Jobs written to the request ring and not yet taken: the loop adds
-	 * one before each write, the worker takes one off per job it reads.
-	 * A worker with jobs waiting stops waiting for a slow client.
-	 */
-	atomic_uint waiting;
+	unsigned outstanding;         /* loop thread only: jobs not final */
+	const atomic_uint *waiting;   /* &board->waiting[index] */
+	const struct tts_board *board;
+	/* A worker process's copy of the job it does. */
+	struct tts_job copy;
+	char *copy_data;
+	size_t copy_cap;
+	pid_t parent;                 /* a worker process's server */
+	/* The loop's view of a worker process. */
+	enum worker_state state;
+	pid_t pid;
+	bool reaped;
+	int status;                   /* waitpid's, once reaped */
+	uint64_t spawned_ns;
+	unsigned young_deaths;        /* in a row, for the back-off */
+	struct lull_loop_timer *timer; /* settle or restart */
 	struct tts_job *job;          /* read from the ring, being done */
 	struct job_state *js;         /* its progress */
 	/* Engine-rate samples of the current segment, plus the carry. */
@@ -67,8 +118,17 @@ struct worker {
 struct tts_pool {
 	struct tts_config cfg;
 	struct lull_ring *chunks;
+	struct lull_loop *loop;
 	unsigned nworkers;
 	struct worker *workers;
+	struct tts_board *board;
+	size_t board_size;
+	int board_fd;                  /* processes: the memfd, read-write */
+	int board_ro_fd;               /* ... opened again, read-only */
+	struct lull_producer *keeper;  /* processes: keeps the chunk ring
+					  open while every worker is down */
+	bool stopping;
+	uint64_t deaths, restarts;
 };
 
 /* --- the engine: one espeak-ng for the process, behind one mutex ------ */
@@ -79,6 +139,8 @@ static char engine_message[LULL_FATAL_MESSAGE_MAX];
 static int engine_rate;           /* espeak's sample rate (22050) */
 static const char *engine_voice;  /* what espeak is set to now */
 static int engine_speed;
+/* A worker process: the engine is its own, so no lock is needed. */
+static bool engine_private;
 static _Thread_local struct worker *synth_worker; /* for the callback */
 
 static void emit_first(struct worker *w);
@@ -106,7 +168,8 @@ static int synth_callback(short *wav, int count, espeak_EVENT *events)
 	if (!w)
 		return 1;
 	/* Relaxed: a flag polled for early exit, ordering nothing. */
-	if (atomic_load_explicit(&w->job->cancelled, memory_order_relaxed))
+	if (atomic_load_explicit(&w->job->ctl->cancelled,
+				 memory_order_relaxed))
 		return 1;
 	if (!wav || count <= 0)
 		return 0;
@@ -182,7 +245,8 @@ static int engine_synth(struct worker *w, const char *text, size_t len,
 	uint64_t t0 = now_ns(), t1, t2;
 	espeak_ERROR err = EE_OK;
 
-	pthread_mutex_lock(&engine_lock);
+	if (!engine_private)
+		pthread_mutex_lock(&engine_lock);
 	t1 = now_ns();
 	/* Voice and rate are engine-wide: set them when they differ. */
 	if (!engine_voice || strcmp(engine_voice, w->job->voice) != 0) {
@@ -202,13 +266,15 @@ static int engine_synth(struct worker *w, const char *text, size_t len,
 		synth_worker = NULL;
 	}
 	t2 = now_ns();
-	pthread_mutex_unlock(&engine_lock);
+	if (!engine_private)
+		pthread_mutex_unlock(&engine_lock);
 	atomic_fetch_add_explicit(&stat_segments, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&stat_wait_ns, t1 - t0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&stat_held_ns, t2 - t1, memory_order_relaxed);
 	if (w->synth_error)
 		return w->synth_error;
-	if (atomic_load_explicit(&w->job->cancelled, memory_order_relaxed))
+	if (atomic_load_explicit(&w->job->ctl->cancelled,
+				 memory_order_relaxed))
 		return -ECANCELED;
 	return err == EE_OK ? 0 : -EIO;
 }
@@ -290,7 +356,8 @@ static size_t next_segment(const char *text, size_t len, size_t pos,
 static bool cancelled(const struct worker *w)
 {
 	/* Relaxed: the flag orders nothing; the job stays valid anyway. */
-	return atomic_load_explicit(&w->job->cancelled, memory_order_relaxed);
+	return atomic_load_explicit(&w->job->ctl->cancelled,
+				    memory_order_relaxed);
 }
 
 static void sleep_ns(long ns)
@@ -386,7 +453,7 @@ struct job_state {
 static int flow(struct worker *w, struct job_state *js)
 {
 	const struct tts_job *job = w->job;
-	const uint64_t quick = 2ull * w->pool->cfg.chunk_samples *
+	const uint64_t quick = 2ull * w->cfg->chunk_samples *
 			       1000000000u / SPEECH_RATE;
 	uint64_t start = 0, limit, now;
 	bool others;
@@ -395,11 +462,14 @@ static int flow(struct worker *w, struct job_state *js)
 		return 0;
 	/* Relaxed: a progress count; it publishes no other data. */
 	while (js->samples * 2 -
-		       atomic_load_explicit(&job->consumed,
+		       atomic_load_explicit(&job->ctl->consumed,
 					    memory_order_relaxed) >
 	       job->window) {
 		if (cancelled(w))
 			return -ECANCELED;
+		/* A worker process whose server died: nobody to wait for. */
+		if (w->parent && getppid() != w->parent)
+			return -EPIPE;
 		now = now_ns();
 		if (!start) {
 			start = now;
@@ -407,9 +477,9 @@ static int flow(struct worker *w, struct job_state *js)
 						  memory_order_relaxed);
 		}
 		/* Relaxed: a hint read in a loop; it orders nothing. */
-		others = atomic_load_explicit(&w->waiting,
+		others = atomic_load_explicit(w->waiting,
 					      memory_order_relaxed) > 0;
-		limit = w->pool->cfg.patience_ns;
+		limit = w->cfg->patience_ns;
 		if (others && quick < limit)
 			limit = quick;
 		if (now - start >= limit) {
@@ -430,7 +500,7 @@ static int pace(struct worker *w, struct job_state *js)
 	struct timespec ts;
 	uint64_t due;
 
-	if (w->pool->cfg.pace != TTS_PACE_REALTIME || !js->chunks)
+	if (w->cfg->pace != TTS_PACE_REALTIME || !js->chunks)
 		return 0;
 	due = js->t0 + js->samples * 1000000000u / SPEECH_RATE;
 	ts.tv_sec = (time_t)(due / 1000000000u);
@@ -479,6 +549,14 @@ static ssize_t resample(struct worker *w, struct job_state *js, size_t *pos,
 	return (ssize_t)filled;
 }
 
+/* --fault synth and crash, after a job's first chunk is committed. */
+static int injected_fault(const struct worker *w)
+{
+	if (w->cfg->fault == TTS_FAULT_CRASH)
+		abort(); /* a worker process only: main.c checks */
+	return w->cfg->fault == TTS_FAULT_SYNTH ? -EIO : 0;
+}
+
 /*
  * The job's first chunk, from the synth callback (under the engine lock)
  * as soon as there is audio for it: the time to first audio is then the
@@ -488,7 +566,7 @@ static ssize_t resample(struct worker *w, struct job_state *js, size_t *pos,
 static void emit_first(struct worker *w)
 {
 	struct job_state *js = w->js;
-	const size_t samples = w->pool->cfg.chunk_samples;
+	const size_t samples = w->cfg->chunk_samples;
 	struct tts_chunk *chunk;
 	size_t pos = 0;
 	ssize_t got;
@@ -520,8 +598,8 @@ static void emit_first(struct worker *w)
 			(w->native_len - pos) * sizeof(*w->native));
 		w->native_len -= pos;
 	}
-	if (!ret && w->pool->cfg.fault == TTS_FAULT_SYNTH)
-		ret = -EIO;
+	if (!ret)
+		ret = injected_fault(w);
 	if (ret < 0)
 		w->synth_error = ret; /* aborts the synthesis */
 }
@@ -533,7 +611,7 @@ static void emit_first(struct worker *w)
  */
 static int emit(struct worker *w, struct job_state *js, bool last)
 {
-	const size_t samples = w->pool->cfg.chunk_samples;
+	const size_t samples = w->cfg->chunk_samples;
 	const size_t len = sizeof(struct tts_chunk) + samples * 2;
 	struct tts_chunk *chunk;
 	size_t pos = 0;
@@ -543,10 +621,15 @@ static int emit(struct worker *w, struct job_state *js, bool last)
 	for (;;) {
 		if (last ? js->flushed : w->native_len - pos < js->in_per_chunk)
 			break;
-		if (cancelled(w) || flow(w, js) < 0 || pace(w, js) < 0) {
+		if (cancelled(w)) {
 			ret = -ECANCELED;
 			break;
 		}
+		ret = flow(w, js);
+		if (!ret)
+			ret = pace(w, js);
+		if (ret < 0)
+			break;
 		ret = claim_chunk(w, len, (void **)&chunk);
 		if (ret < 0)
 			break;
@@ -569,10 +652,9 @@ static int emit(struct worker *w, struct job_state *js, bool last)
 			js->t0 = now_ns();
 		js->chunks++;
 		js->samples += (uint64_t)got;
-		if (w->pool->cfg.fault == TTS_FAULT_SYNTH) {
-			ret = -EIO;
+		ret = injected_fault(w);
+		if (ret < 0)
 			break;
-		}
 	}
 	/* Keep what did not make a whole chunk for the next segment. */
 	memmove(w->native, w->native + pos,
@@ -598,7 +680,7 @@ static int run_job(struct worker *w, struct job_state *js)
 			       &quality, &runtime);
 	if (!js->soxr)
 		return -ENOMEM;
-	js->in_per_chunk = (size_t)w->pool->cfg.chunk_samples *
+	js->in_per_chunk = (size_t)w->cfg->chunk_samples *
 				   (size_t)engine_rate / SPEECH_RATE +
 			   1024;
 	w->native_len = 0;
@@ -631,7 +713,7 @@ static int final_record(struct worker *w, int ret, const struct job_state *js,
 		struct tts_error e = { .job_id = w->job->id, .code = ret };
 
 		snprintf(e.message, sizeof(e.message), "synthesis failed: %s",
-			 w->pool->cfg.fault == TTS_FAULT_SYNTH
+			 w->cfg->fault == TTS_FAULT_SYNTH
 				 ? "injected fault (--fault synth)"
 				 : strerror(-ret));
 		return write_final(w, TTS_ERROR, &e, sizeof(e));
@@ -663,52 +745,78 @@ static void do_job(struct worker *w)
 	/* The job is the loop's again from the final record on. */
 }
 
-/* --- the worker thread --------------------------------------------------- */
+/* --- a worker: thread or process ------------------------------------------ */
+
+/*
+ * A worker process's job, from its request record: check every length
+ * before using it (the record comes from another process).  Returns 0 or
+ * -EPROTO.
+ */
+static int copy_job(struct worker *w, const struct lull_record *rec)
+{
+	struct tts_request req;
+	const char *voice, *text;
+	uint32_t slot;
+
+	if (rec->len < sizeof(req))
+		return -EPROTO;
+	memcpy(&req, rec->data, sizeof(req));
+	if (req.voice_bytes > 64 || req.text_bytes > rec->len ||
+	    sizeof(req) + req.voice_bytes + 1 + req.text_bytes + 1 != rec->len)
+		return -EPROTO;
+	voice = (const char *)rec->data + sizeof(req);
+	text = voice + req.voice_bytes + 1;
+	slot = (uint32_t)req.job_id;
+	if (voice[req.voice_bytes] || text[req.text_bytes] ||
+	    slot >= w->board->max_jobs)
+		return -EPROTO;
+	if (w->copy_cap < rec->len) {
+		char *grown = realloc(w->copy_data, rec->len);
+
+		if (!grown)
+			return -ENOMEM;
+		w->copy_data = grown;
+		w->copy_cap = rec->len;
+	}
+	memcpy(w->copy_data, voice, rec->len - sizeof(req));
+	w->copy = (struct tts_job){
+		.id = req.job_id,
+		/* Read only: the board is mapped without write access. */
+		.ctl = (struct tts_job_control *)&w->board->jobs[slot],
+		.voice = w->copy_data,
+		.text = w->copy_data + req.voice_bytes + 1,
+		.text_bytes = req.text_bytes,
+		.rate = req.rate,
+		.window = req.window,
+		.worker = w->index,
+	};
+	w->job = &w->copy;
+	return 0;
+}
 
 static int on_request(const struct lull_record *rec, void *ctx)
 {
 	struct worker *w = ctx;
+	int ret;
 
 	/* The poison record ends the ring; the next read is -EPIPE. */
 	if (rec->type == REQUEST_JOB && rec->len == sizeof(w->job)) {
 		memcpy(&w->job, rec->data, sizeof(w->job));
-		/*
-		 * Relaxed: the loop's increment came before its write, whose
-		 * release this read's acquire pairs with, so the count never
-		 * goes below zero; it is a hint that orders nothing else.
-		 */
-		atomic_fetch_sub_explicit(&w->waiting, 1,
-					  memory_order_relaxed);
+	} else if (rec->type == REQUEST_JOB_COPY) {
+		ret = copy_job(w, rec);
+		if (ret < 0)
+			fprintf(stderr, "audio-worker %u: a request record: "
+					"%s\n",
+				w->index, strerror(-ret));
 	}
 	return LULL_READ_STOP; /* one job at a time */
 }
 
-static void *worker_main(void *arg)
+/* Do the jobs of the request ring until its poison. */
+static void serve(struct worker *w)
 {
-	struct worker *w = arg;
-	struct tts_pool *pool = w->pool;
-	char msg[LULL_FATAL_MESSAGE_MAX];
 	int ret;
 
-	/* Bound to this thread: however it ends, the producer detaches. */
-	ret = lull_producer_attach(pool->chunks, LULL_PRODUCER_THREAD, &w->out);
-	if (ret < 0) {
-		/* -EPIPE: closed already, by a failing peer or a shutdown. */
-		if (ret != -EPIPE)
-			fprintf(stderr,
-				"audio-server: worker %u: chunk ring: %s\n",
-				w->index, lull_strerror(ret));
-		return NULL;
-	}
-	ret = engine_start(&pool->cfg, msg, sizeof(msg));
-	if (ret < 0) {
-		/* Engine death: close the chunk ring with the reason. */
-		ret = lull_ring_fatal(pool->chunks, ret, msg);
-		if (ret < 0 && ret != -EALREADY && ret != -EPIPE)
-			fprintf(stderr, "audio-server: lull_ring_fatal: %s\n",
-				lull_strerror(ret));
-		return NULL;
-	}
 	for (;;) {
 		ret = lull_ring_read(w->requests, on_request, w, 1);
 		if (ret == -EAGAIN) {
@@ -738,42 +846,478 @@ static void *worker_main(void *arg)
 	}
 	free(w->native);
 	w->native = NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct tts_pool *pool = w->pool;
+	char msg[LULL_FATAL_MESSAGE_MAX];
+	int ret;
+
+	/* Bound to this thread: however it ends, the producer detaches. */
+	ret = lull_producer_attach(pool->chunks, LULL_PRODUCER_THREAD, &w->out);
+	if (ret < 0) {
+		/* -EPIPE: closed already, by a failing peer or a shutdown. */
+		if (ret != -EPIPE)
+			fprintf(stderr,
+				"audio-server: worker %u: chunk ring: %s\n",
+				w->index, lull_strerror(ret));
+		return NULL;
+	}
+	ret = engine_start(&pool->cfg, msg, sizeof(msg));
+	if (ret < 0) {
+		/* Engine death: close the chunk ring with the reason. */
+		ret = lull_ring_fatal(pool->chunks, ret, msg);
+		if (ret < 0 && ret != -EALREADY && ret != -EPIPE)
+			fprintf(stderr, "audio-server: lull_ring_fatal: %s\n",
+				lull_strerror(ret));
+		return NULL;
+	}
+	serve(w);
 	return NULL;
+}
+
+/* --- the job board -------------------------------------------------------- */
+
+static size_t board_size(uint32_t max_jobs)
+{
+	size_t size = sizeof(struct tts_board) +
+		      (size_t)max_jobs * sizeof(struct tts_job_control);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (size + page - 1) / page * page;
+}
+
+/*
+ * Threads: plain memory.  Processes: a sealed memfd, and a second,
+ * read-only open of it for the workers, who can then map it only
+ * read-only.
+ */
+static int board_create(struct tts_pool *pool)
+{
+	char path[64];
+	void *mem;
+	int ret;
+
+	pool->board_size = board_size(pool->cfg.max_jobs);
+	if (pool->cfg.isolation == TTS_ISOLATION_THREAD) {
+		mem = calloc(1, pool->board_size);
+		if (!mem)
+			return -ENOMEM;
+	} else {
+		pool->board_fd = memfd_create("audio-server-board",
+					      MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (pool->board_fd < 0)
+			return -errno;
+		if (ftruncate(pool->board_fd, (off_t)pool->board_size) < 0 ||
+		    fcntl(pool->board_fd, F_ADD_SEALS,
+			  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+			return -errno;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d",
+			 pool->board_fd);
+		pool->board_ro_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (pool->board_ro_fd < 0)
+			return -errno;
+		mem = mmap(NULL, pool->board_size, PROT_READ | PROT_WRITE,
+			   MAP_SHARED, pool->board_fd, 0);
+		if (mem == MAP_FAILED)
+			return -errno;
+	}
+	pool->board = mem;
+	pool->board->max_jobs = pool->cfg.max_jobs;
+	for (uint32_t i = 0; i < pool->cfg.max_jobs; i++) {
+		atomic_init(&pool->board->jobs[i].cancelled, false);
+		atomic_init(&pool->board->jobs[i].consumed, 0);
+	}
+	ret = 0;
+	return ret;
+}
+
+static void board_destroy(struct tts_pool *pool)
+{
+	if (pool->cfg.isolation == TTS_ISOLATION_THREAD)
+		free(pool->board);
+	else if (pool->board && munmap(pool->board, pool->board_size) < 0)
+		fprintf(stderr, "audio-server: munmap: %s\n", strerror(errno));
+	if (pool->board_fd >= 0)
+		close(pool->board_fd);
+	if (pool->board_ro_fd >= 0)
+		close(pool->board_ro_fd);
+	pool->board = NULL;
+}
+
+struct tts_job_control *tts_control(struct tts_pool *pool, uint32_t slot)
+{
+	return slot < pool->cfg.max_jobs ? &pool->board->jobs[slot] : NULL;
+}
+
+/* Jobs waiting behind worker @w's current one, for its flow control. */
+static void publish_waiting(struct tts_pool *pool, struct worker *w)
+{
+	/* Relaxed: a hint the worker polls; it orders nothing else. */
+	atomic_store_explicit(&pool->board->waiting[w->index],
+			      w->outstanding > 1 ? w->outstanding - 1 : 0,
+			      memory_order_relaxed);
+}
+
+/* --- worker processes, from the loop's side ------------------------------- */
+
+static void worker_retire(struct worker *w)
+{
+	int ret;
+
+	if (w->submit && (ret = lull_producer_detach(w->submit)) < 0)
+		fprintf(stderr, "audio-server: lull_producer_detach: %s\n",
+			lull_strerror(ret));
+	w->submit = NULL;
+	if (w->requests && (ret = lull_ring_destroy(w->requests)) < 0)
+		fprintf(stderr, "audio-server: lull_ring_destroy: %s\n",
+			lull_strerror(ret));
+	w->requests = NULL;
+}
+
+/* A descriptor above the three the worker gets, so dup2 moves it. */
+static int high_fd(int fd, int *owned)
+{
+	if (fd > BOARD_FD)
+		return fd;
+	*owned = fcntl(fd, F_DUPFD_CLOEXEC, BOARD_FD + 1);
+	return *owned;
+}
+
+static int spawn_worker(struct tts_pool *pool, struct worker *w)
+{
+	const struct tts_config *cfg = &pool->cfg;
+	static const char *const faults[] = { "none", "engine", "synth",
+					      "crash" };
+	char index[16], samples[16], patience[32], jobs[16];
+	const char *argv[16 + 2 * SPEECH_NVOICES];
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, defaults;
+	int fds[3], owned[3] = { -1, -1, -1 }, ret, argc = 0;
+	pid_t pid;
+
+	ret = lull_ring_create_shared(&w->requests,
+				      REQUEST_RING_SHARED_CAPACITY,
+				      LULL_RING_SPSC, LULL_SHARE_NO_CONSUMER);
+	if (!ret)
+		ret = lull_producer_attach(w->requests, 0, &w->submit);
+	if (ret < 0) {
+		worker_retire(w);
+		return ret;
+	}
+	snprintf(index, sizeof(index), "%u", w->index);
+	snprintf(samples, sizeof(samples), "%u", cfg->chunk_samples);
+	snprintf(patience, sizeof(patience), "%" PRIu64, cfg->patience_ns);
+	snprintf(jobs, sizeof(jobs), "%" PRIu32, cfg->max_jobs);
+	argv[argc++] = "audio-worker";
+	argv[argc++] = "--index";
+	argv[argc++] = index;
+	argv[argc++] = "--pace";
+	argv[argc++] = cfg->pace == TTS_PACE_REALTIME ? "realtime" : "fast";
+	argv[argc++] = "--chunk-samples";
+	argv[argc++] = samples;
+	argv[argc++] = "--patience-ns";
+	argv[argc++] = patience;
+	argv[argc++] = "--max-jobs";
+	argv[argc++] = jobs;
+	argv[argc++] = "--fault";
+	argv[argc++] = faults[cfg->fault];
+	for (const char *const *v = cfg->voices;
+	     v && *v && argc < (int)(sizeof(argv) / sizeof(*argv)) - 3; v++) {
+		argv[argc++] = "--voice";
+		argv[argc++] = *v;
+	}
+	argv[argc] = NULL;
+
+	fds[0] = high_fd(lull_ring_fd(w->requests), &owned[0]);
+	fds[1] = high_fd(lull_ring_fd(pool->chunks), &owned[1]);
+	fds[2] = high_fd(pool->board_ro_fd, &owned[2]);
+	ret = posix_spawn_file_actions_init(&fa);
+	if (ret) {
+		ret = -ret;
+		goto out;
+	}
+	ret = posix_spawnattr_init(&attr);
+	if (ret) {
+		posix_spawn_file_actions_destroy(&fa);
+		ret = -ret;
+		goto out;
+	}
+	/* Descriptors 3, 4 and 5, and nothing else the server has open. */
+	for (int i = 0; i < 3; i++)
+		if (fds[i] < 0 || (ret = posix_spawn_file_actions_adddup2(
+					   &fa, fds[i], REQUEST_FD + i)))
+			ret = ret ? ret : EBADF;
+	if (!ret)
+		ret = posix_spawn_file_actions_addclosefrom_np(&fa,
+							       BOARD_FD + 1);
+	/* The loop's signals are blocked here; the worker's are not. */
+	sigemptyset(&none);
+	sigemptyset(&defaults);
+	sigaddset(&defaults, SIGTERM);
+	sigaddset(&defaults, SIGINT);
+	sigaddset(&defaults, SIGCHLD);
+	sigaddset(&defaults, SIGPIPE);
+	if (!ret)
+		ret = posix_spawnattr_setsigmask(&attr, &none);
+	if (!ret)
+		ret = posix_spawnattr_setsigdefault(&attr, &defaults);
+	if (!ret)
+		ret = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
+							      POSIX_SPAWN_SETSIGDEF);
+	if (!ret)
+		ret = posix_spawn(&pid, cfg->worker_program, &fa, &attr,
+				  (char *const *)argv, environ);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	ret = -ret;
+out:
+	for (int i = 0; i < 3; i++)
+		if (owned[i] >= 0)
+			close(owned[i]);
+	if (ret < 0) {
+		worker_retire(w);
+		return ret;
+	}
+	w->pid = pid;
+	w->reaped = false;
+	w->state = WORKER_RUNNING;
+	w->spawned_ns = now_ns();
+	w->outstanding = 0;
+	w->load = 0;
+	publish_waiting(pool, w);
+	return 0;
+}
+
+static void restart_due(struct lull_loop *loop, void *ctx);
+
+static void timer_drop(struct tts_pool *pool, struct worker *w)
+{
+	if (w->timer && lull_loop_timer_cancel(pool->loop, w->timer) < 0)
+		fprintf(stderr, "audio-server: lull_loop_timer_cancel failed\n");
+	w->timer = NULL;
+}
+
+/* Start a replacement for @w, after a back-off when workers die young. */
+static void restart_later(struct tts_pool *pool, struct worker *w)
+{
+	uint64_t delay = 1000000u; /* at once, from the loop */
+	int ret;
+
+	if (pool->stopping || w->state != WORKER_DOWN)
+		return;
+	if (w->young_deaths) {
+		delay = BACKOFF_MIN_NS << (w->young_deaths - 1 < 7
+						   ? w->young_deaths - 1
+						   : 7);
+		if (delay > BACKOFF_MAX_NS)
+			delay = BACKOFF_MAX_NS;
+	}
+	timer_drop(pool, w);
+	ret = lull_loop_timer(pool->loop, delay, 0, restart_due, w, &w->timer);
+	if (ret < 0)
+		fprintf(stderr, "audio-server: worker %u: restart timer: %s\n",
+			w->index, lull_strerror(ret));
+}
+
+static void restart_due(struct lull_loop *loop, void *ctx)
+{
+	struct worker *w = ctx;
+	struct tts_pool *pool = w->pool;
+	int ret;
+
+	(void)loop;
+	w->timer = NULL;
+	if (pool->stopping || w->state != WORKER_DOWN)
+		return;
+	ret = spawn_worker(pool, w);
+	if (ret < 0) {
+		fprintf(stderr, "audio-server: worker %u: restart: %s\n",
+			w->index, strerror(-ret));
+		w->young_deaths++;
+		restart_later(pool, w);
+		return;
+	}
+	pool->restarts++;
+}
+
+static void describe_exit(const struct worker *w, char *why, size_t len)
+{
+	if (!w->reaped)
+		snprintf(why, len, "the speech worker (pid %d) died",
+			 (int)w->pid);
+	else if (WIFSIGNALED(w->status))
+		snprintf(why, len, "the speech worker (pid %d) died: %s",
+			 (int)w->pid, strsignal(WTERMSIG(w->status)));
+	else
+		snprintf(why, len, "the speech worker (pid %d) exited with "
+				   "status %d",
+			 (int)w->pid, WEXITSTATUS(w->status));
+}
+
+/*
+ * @w's process is gone and what it committed is read: forget its jobs,
+ * tell the server, and restart it once it is reaped.
+ */
+static void worker_gone(struct tts_pool *pool, struct worker *w)
+{
+	char why[128];
+
+	if (w->state != WORKER_RUNNING)
+		return;
+	timer_drop(pool, w);
+	describe_exit(w, why, sizeof(why));
+	w->state = WORKER_LOST;
+	worker_retire(w);
+	w->outstanding = 0;
+	w->load = 0;
+	publish_waiting(pool, w);
+	if (!pool->stopping) {
+		pool->deaths++;
+		if (now_ns() - w->spawned_ns < YOUNG_NS)
+			w->young_deaths++;
+		else
+			w->young_deaths = 0;
+	}
+	if (pool->cfg.worker_lost)
+		pool->cfg.worker_lost(pool->cfg.ctx, w->index, why);
+	if (w->reaped) {
+		w->state = WORKER_DOWN;
+		restart_later(pool, w);
+	}
+}
+
+void tts_pool_death(struct tts_pool *pool, const struct lull_death *death)
+{
+	for (unsigned i = 0; pool->cfg.isolation == TTS_ISOLATION_PROCESS &&
+			     i < pool->nworkers;
+	     i++)
+		if (pool->workers[i].pid == death->pid)
+			worker_gone(pool, &pool->workers[i]);
+}
+
+/*
+ * Reaped before its death record came: it may have died before it
+ * attached to the chunk ring, and then no record comes.  What it did
+ * commit is read within this time anyway (the loop drains the ring
+ * before its timers run out of a pass).
+ */
+static void settle_due(struct lull_loop *loop, void *ctx)
+{
+	struct worker *w = ctx;
+
+	(void)loop;
+	w->timer = NULL;
+	worker_gone(w->pool, w);
+}
+
+void tts_pool_reap(struct tts_pool *pool)
+{
+	int ret;
+
+	for (unsigned i = 0; pool->cfg.isolation == TTS_ISOLATION_PROCESS &&
+			     i < pool->nworkers;
+	     i++) {
+		struct worker *w = &pool->workers[i];
+
+		if (!w->pid || w->reaped ||
+		    waitpid(w->pid, &w->status, WNOHANG) != w->pid)
+			continue;
+		w->reaped = true;
+		if (w->state == WORKER_LOST) {
+			w->state = WORKER_DOWN;
+			restart_later(pool, w);
+		} else if (w->state == WORKER_RUNNING && !pool->stopping) {
+			timer_drop(pool, w);
+			ret = lull_loop_timer(pool->loop, SETTLE_NS, 0,
+					      settle_due, w, &w->timer);
+			if (ret < 0)
+				worker_gone(pool, w);
+		} else if (w->state == WORKER_RUNNING) {
+			worker_gone(pool, w);
+		}
+	}
+}
+
+void tts_worker_stats(const struct tts_pool *pool,
+		      struct tts_worker_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->deaths = pool->deaths;
+	st->restarts = pool->restarts;
+	for (unsigned i = 0; i < pool->nworkers; i++) {
+		const struct worker *w = &pool->workers[i];
+
+		if (pool->cfg.isolation == TTS_ISOLATION_THREAD) {
+			st->up++;
+			continue;
+		}
+		if (w->state == WORKER_RUNNING && !w->reaped) {
+			st->up++;
+			st->pids[i] = (int32_t)w->pid;
+		}
+	}
 }
 
 /* --- the pool, from the loop's side -------------------------------------- */
 
 int tts_pool_start(struct tts_pool **poolp, const struct tts_config *cfg,
-		   struct lull_ring *chunks)
+		   struct lull_ring *chunks, struct lull_loop *loop)
 {
 	struct tts_pool *pool;
 	int ret = 0;
 
-	if (!cfg->workers || !cfg->chunk_samples)
+	if (!cfg->workers || cfg->workers > TTS_WORKERS_MAX ||
+	    !cfg->chunk_samples || !cfg->max_jobs ||
+	    (cfg->isolation == TTS_ISOLATION_PROCESS &&
+	     (!cfg->worker_program || !loop)))
 		return -EINVAL;
 	pool = calloc(1, sizeof(*pool));
 	if (!pool)
 		return -ENOMEM;
 	pool->cfg = *cfg;
 	pool->chunks = chunks;
+	pool->loop = loop;
+	pool->board_fd = pool->board_ro_fd = -1;
 	pool->workers = calloc(cfg->workers, sizeof(*pool->workers));
 	if (!pool->workers) {
 		free(pool);
 		return -ENOMEM;
 	}
 	pool->nworkers = cfg->workers;
-	for (unsigned i = 0; i < cfg->workers && !ret; i++) {
+	ret = board_create(pool);
+	for (unsigned i = 0; i < cfg->workers; i++) {
 		struct worker *w = &pool->workers[i];
 
 		w->pool = pool;
+		w->cfg = &pool->cfg;
 		w->index = i;
-		atomic_init(&w->waiting, 0);
+		w->board = pool->board;
+		w->waiting = pool->board ? &pool->board->waiting[i] : NULL;
+	}
+	if (!ret && cfg->isolation == TTS_ISOLATION_PROCESS) {
+		/* The chunk ring stays open while every worker is down. */
+		ret = lull_producer_attach(chunks, 0, &pool->keeper);
+		for (unsigned i = 0; i < cfg->workers && !ret; i++)
+			ret = spawn_worker(pool, &pool->workers[i]);
+	}
+	for (unsigned i = 0; cfg->isolation == TTS_ISOLATION_THREAD &&
+			     i < cfg->workers && !ret;
+	     i++) {
+		struct worker *w = &pool->workers[i];
+
+		w->state = WORKER_RUNNING;
 		ret = lull_ring_create(&w->requests, REQUEST_RING_CAPACITY,
 				       LULL_RING_SPSC);
 		if (!ret)
 			ret = lull_producer_attach(w->requests, 0, &w->submit);
 	}
-	for (unsigned i = 0; i < cfg->workers && !ret; i++) {
+	for (unsigned i = 0; cfg->isolation == TTS_ISOLATION_THREAD &&
+			     i < cfg->workers && !ret;
+	     i++) {
 		struct worker *w = &pool->workers[i];
 
 		ret = -pthread_create(&w->thread, NULL, worker_main, w);
@@ -781,7 +1325,7 @@ int tts_pool_start(struct tts_pool **poolp, const struct tts_config *cfg,
 	}
 	if (ret) {
 		tts_pool_shutdown(pool);
-		tts_pool_join(pool);
+		tts_pool_join(pool, now_ns() + 1000000000u);
 		tts_pool_destroy(pool);
 		return ret;
 	}
@@ -789,53 +1333,157 @@ int tts_pool_start(struct tts_pool **poolp, const struct tts_config *cfg,
 	return 0;
 }
 
+static int submit_to(struct tts_pool *pool, struct worker *best,
+		     struct tts_job *job);
+
+static int submit_copy(struct worker *w, const struct tts_job *job)
+{
+	struct tts_request req = {
+		.job_id = job->id,
+		.window = job->window,
+		.rate = job->rate,
+		.voice_bytes = (uint32_t)strlen(job->voice),
+		.text_bytes = job->text_bytes,
+	};
+	struct iovec iov[3] = {
+		{ &req, sizeof(req) },
+		{ (void *)job->voice, req.voice_bytes + 1 },
+		{ (void *)job->text, job->text_bytes + 1 },
+	};
+
+	return lull_spsc_writev(w->submit, REQUEST_JOB_COPY, iov, 3);
+}
+
+/* The least loaded worker that is up, and not in @tried. */
+static struct worker *least_loaded(struct tts_pool *pool, uint64_t tried)
+{
+	struct worker *best = NULL;
+
+	for (unsigned i = 0; i < pool->nworkers; i++) {
+		struct worker *w = &pool->workers[i];
+
+		if (w->state == WORKER_RUNNING && w->submit &&
+		    !(tried >> i & 1) && (!best || w->load < best->load))
+			best = w;
+	}
+	return best;
+}
+
 int tts_submit(struct tts_pool *pool, struct tts_job *job)
 {
-	struct worker *best = &pool->workers[0];
+	uint64_t tried = 0;
+	struct worker *best;
 	int ret;
 
-	for (unsigned i = 1; i < pool->nworkers; i++)
-		if (pool->workers[i].load < best->load)
-			best = &pool->workers[i];
-	job->worker = best->index;
-	/* Relaxed: counted before the write that publishes it (on_request). */
-	atomic_fetch_add_explicit(&best->waiting, 1, memory_order_relaxed);
 	/*
-	 * The record carries the pointer; the ring's release/acquire pair
-	 * publishes the job's fields to the worker along with it.
+	 * -EPIPE from a worker process's ring: it died, and its death is
+	 * not handled yet (it will be, once its records are read): the
+	 * next worker then.
 	 */
-	ret = lull_spsc_write(best->submit, REQUEST_JOB, &job, sizeof(job));
-	if (ret == 0)
+	do {
+		best = least_loaded(pool, tried);
+		if (!best)
+			return pool->stopping ? -EPIPE : -EAGAIN;
+		tried |= 1ull << best->index;
+		ret = submit_to(pool, best, job);
+	} while (ret == -EPIPE && !pool->stopping);
+	return ret;
+}
+
+static int submit_to(struct tts_pool *pool, struct worker *best,
+		     struct tts_job *job)
+{
+	int ret;
+
+	job->worker = best->index;
+	if (pool->cfg.isolation == TTS_ISOLATION_PROCESS) {
+		ret = submit_copy(best, job);
+	} else {
+		/*
+		 * The record carries the pointer; the ring's release/acquire
+		 * pair publishes the job's fields to the worker along with it.
+		 */
+		ret = lull_spsc_write(best->submit, REQUEST_JOB, &job,
+				      sizeof(job));
+	}
+	if (ret == 0) {
 		best->load += job->cost;
-	else
-		atomic_fetch_sub_explicit(&best->waiting, 1,
-					  memory_order_relaxed);
+		best->outstanding++;
+		publish_waiting(pool, best);
+	} else if (ret == -EMSGSIZE || ret == -E2BIG) {
+		ret = -E2BIG;
+	}
 	return ret;
 }
 
 void tts_job_finished(struct tts_pool *pool, const struct tts_job *job)
 {
-	pool->workers[job->worker].load -= job->cost;
+	struct worker *w = &pool->workers[job->worker];
+
+	/* A lost worker's jobs were forgotten already. */
+	if (!w->outstanding)
+		return;
+	w->load -= job->cost;
+	w->outstanding--;
+	publish_waiting(pool, w);
 }
 
 void tts_pool_shutdown(struct tts_pool *pool)
 {
 	int ret;
 
-	for (unsigned i = 0; i < pool->nworkers; i++)
+	pool->stopping = true;
+	for (unsigned i = 0; i < pool->nworkers; i++) {
+		timer_drop(pool, &pool->workers[i]);
 		if (pool->workers[i].requests &&
 		    (ret = lull_ring_shutdown(pool->workers[i].requests,
-					      LULL_SHUTDOWN_GRACEFUL)) < 0)
+					      LULL_SHUTDOWN_GRACEFUL)) < 0 &&
+		    ret != -EPIPE)
 			fprintf(stderr, "audio-server: lull_ring_shutdown: %s\n",
 				lull_strerror(ret));
+	}
 }
 
-void tts_pool_join(struct tts_pool *pool)
+/* Wait for worker process @w to end until @deadline_ns, then kill it. */
+static void reap_by(struct worker *w, uint64_t deadline_ns)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+	uint64_t now;
+
+	while (pidfd >= 0 && (now = now_ns()) < deadline_ns) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int ms = (int)((deadline_ns - now + 999999) / 1000000);
+
+		if (poll(&p, 1, ms) != 0 && !(p.revents & POLLIN) &&
+		    errno != EINTR)
+			break;
+		if (p.revents & POLLIN)
+			break;
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	if (waitpid(w->pid, &w->status, WNOHANG) != w->pid) {
+		fprintf(stderr, "audio-server: worker %u (pid %d) did not "
+				"exit in time: killing it\n",
+			w->index, (int)w->pid);
+		kill(w->pid, SIGKILL);
+		while (waitpid(w->pid, &w->status, 0) < 0 && errno == EINTR)
+			;
+	}
+	w->reaped = true;
+}
+
+void tts_pool_join(struct tts_pool *pool, uint64_t deadline_ns)
 {
 	for (unsigned i = 0; i < pool->nworkers; i++) {
 		struct worker *w = &pool->workers[i];
 		int ret;
 
+		if (pool->cfg.isolation == TTS_ISOLATION_PROCESS) {
+			if (w->pid && !w->reaped)
+				reap_by(w, deadline_ns);
+			continue;
+		}
 		if (!w->started)
 			continue;
 		ret = pthread_join(w->thread, NULL);
@@ -851,16 +1499,13 @@ void tts_pool_destroy(struct tts_pool *pool)
 	int ret;
 
 	for (unsigned i = 0; i < pool->nworkers; i++) {
-		struct worker *w = &pool->workers[i];
-
-		if (w->submit && (ret = lull_producer_detach(w->submit)) < 0)
-			fprintf(stderr, "audio-server: lull_producer_detach: "
-					"%s\n",
-				lull_strerror(ret));
-		if (w->requests && (ret = lull_ring_destroy(w->requests)) < 0)
-			fprintf(stderr, "audio-server: lull_ring_destroy: %s\n",
-				lull_strerror(ret));
+		timer_drop(pool, &pool->workers[i]);
+		worker_retire(&pool->workers[i]);
 	}
+	if (pool->keeper && (ret = lull_producer_detach(pool->keeper)) < 0)
+		fprintf(stderr, "audio-server: lull_producer_detach: %s\n",
+			lull_strerror(ret));
+	board_destroy(pool);
 	free(pool->workers);
 	free(pool);
 	pthread_mutex_lock(&engine_lock);
@@ -881,5 +1526,122 @@ int tts_pool_ring_stats(const struct tts_pool *pool, unsigned i,
 {
 	if (i >= pool->nworkers)
 		return -EINVAL;
+	if (!pool->workers[i].requests) {
+		memset(st, 0, sizeof(*st));
+		return 0; /* a worker process between lives */
+	}
 	return lull_ring_stats(pool->workers[i].requests, st);
+}
+
+/* --- the worker program (audio-worker) ------------------------------------ */
+
+static int worker_usage(void)
+{
+	fprintf(stderr,
+		"audio-worker: started by audio-server --isolation process, "
+		"with its rings on descriptors 3 and 4 and the job board on "
+		"5\n");
+	return 2;
+}
+
+int tts_worker_process_main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "index", required_argument, NULL, 'i' },
+		{ "pace", required_argument, NULL, 'p' },
+		{ "chunk-samples", required_argument, NULL, 'c' },
+		{ "patience-ns", required_argument, NULL, 't' },
+		{ "max-jobs", required_argument, NULL, 'j' },
+		{ "fault", required_argument, NULL, 'f' },
+		{ "voice", required_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char *voices[SPEECH_NVOICES + 1];
+	struct tts_config cfg = { .workers = 1 };
+	struct worker w = { .cfg = &cfg };
+	struct lull_ring *chunks = NULL;
+	char msg[LULL_FATAL_MESSAGE_MAX];
+	unsigned nv = 0;
+	void *board;
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+		switch (opt) {
+		case 'i': w.index = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'p':
+			cfg.pace = strcmp(optarg, "realtime") == 0
+					   ? TTS_PACE_REALTIME
+					   : TTS_PACE_FAST;
+			break;
+		case 'c':
+			cfg.chunk_samples = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 't': cfg.patience_ns = strtoull(optarg, NULL, 10); break;
+		case 'j':
+			cfg.max_jobs = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'f':
+			cfg.fault = strcmp(optarg, "engine") == 0 ? TTS_FAULT_ENGINE
+				    : strcmp(optarg, "synth") == 0 ? TTS_FAULT_SYNTH
+				    : strcmp(optarg, "crash") == 0 ? TTS_FAULT_CRASH
+								   : TTS_FAULT_NONE;
+			break;
+		case 'v':
+			if (nv < SPEECH_NVOICES)
+				voices[nv++] = optarg;
+			break;
+		default: return worker_usage();
+		}
+	}
+	cfg.voices = voices;
+	if (!cfg.chunk_samples || !cfg.max_jobs || w.index >= TTS_WORKERS_MAX)
+		return worker_usage();
+	if (cfg.fault == TTS_FAULT_CRASH) {
+		struct rlimit none = { 0, 0 };
+
+		setrlimit(RLIMIT_CORE, &none); /* crashes on purpose */
+	}
+	w.parent = getppid();
+	engine_private = true;
+	board = mmap(NULL, board_size(cfg.max_jobs), PROT_READ, MAP_SHARED,
+		     BOARD_FD, 0);
+	if (board == MAP_FAILED) {
+		fprintf(stderr, "audio-worker %u: the job board: %s\n",
+			w.index, strerror(errno));
+		return 1;
+	}
+	close(BOARD_FD);
+	w.board = board;
+	if (w.board->max_jobs != cfg.max_jobs)
+		return worker_usage();
+	w.waiting = &w.board->waiting[w.index];
+	ret = lull_ring_open_fd(&w.requests, REQUEST_FD, LULL_OPEN_CONSUMER);
+	if (!ret)
+		ret = lull_ring_open_fd(&chunks, CHUNK_FD, 0);
+	if (!ret)
+		ret = lull_producer_attach(chunks, 0, &w.out);
+	close(REQUEST_FD);
+	close(CHUNK_FD);
+	if (ret < 0) {
+		fprintf(stderr, "audio-worker %u: its rings: %s\n", w.index,
+			lull_strerror(ret));
+		return 1;
+	}
+	ret = engine_start(&cfg, msg, sizeof(msg));
+	if (ret < 0) {
+		/* The server restarts it, with a back-off. */
+		fprintf(stderr, "audio-worker %u: %s\n", w.index, msg);
+		return 1;
+	}
+	serve(&w);
+	free(w.copy_data);
+	if ((ret = lull_producer_detach(w.out)) < 0 ||
+	    (ret = lull_ring_destroy(chunks)) < 0 ||
+	    (ret = lull_ring_destroy(w.requests)) < 0)
+		fprintf(stderr, "audio-worker %u: %s\n", w.index,
+			lull_strerror(ret));
+	if (engine_state > 0)
+		espeak_Terminate();
+	munmap(board, board_size(cfg.max_jobs));
+	return 0;
 }

@@ -29,6 +29,19 @@
  * into it.  A worker holds it only to synthesize one segment of text
  * (a sentence, or at most SEGMENT_MAX bytes) into a private buffer at the
  * engine's rate; resampling, pacing and ring writes run outside it.
+ *
+ * With --isolation process each worker is a process of its own (the
+ * audio-worker program, started with posix_spawn), with an engine of its
+ * own and no mutex.  Its rings are shared: its request ring (the loop
+ * produces, the worker consumes; descriptor 3) and the one chunk ring
+ * (the worker is one of its MPSC producers; descriptor 4), and the job
+ * board (descriptor 5), which it maps read-only.  A job travels in its
+ * request record whole (struct tts_request, voice, text).  When a worker
+ * process dies, the loop reads what it had committed, then lull's
+ * LULL_TYPE_DEATH record naming it: its streams end with an error, and a
+ * replacement starts.  When the server dies, the worker's next chunk
+ * write is -EPIPE, and an idle worker's lull_ring_wait() reads the
+ * poison of a ring whose only producer died: it exits either way.
  */
 #ifndef AUDIO_TTS_H
 #define AUDIO_TTS_H
@@ -74,13 +87,37 @@ struct tts_cancelled {
 };
 
 /*
- * A job.  The loop fills it and submits it; the worker reads it (never
- * writes it) until it commits the job's final record, after which the
- * loop may free it.  @cancelled is the one field both sides touch.
+ * A request record for a worker process: this, then the voice name and
+ * the text, each NUL-terminated.
+ */
+struct tts_request {
+	uint64_t job_id;
+	uint64_t window;
+	int32_t rate;
+	uint32_t voice_bytes; /* without the NUL */
+	uint64_t text_bytes;  /* without the NUL */
+};
+
+/*
+ * What the loop tells a worker while the worker runs a job: written by
+ * the loop only, read by the worker.  One per job slot (the low 32 bits
+ * of a job id), in the pool's job board: plain memory with worker
+ * threads, a sealed memfd that worker processes map read-only.
+ */
+struct tts_job_control {
+	atomic_bool cancelled;         /* polled between chunks */
+	atomic_uint_fast64_t consumed; /* PCM bytes the client took */
+};
+
+/*
+ * A job.  The loop fills it and submits it; a worker thread reads it
+ * (never writes it) until it commits the job's final record, after which
+ * the loop may free it.  A worker process gets a copy in the request
+ * record instead.  The loop steers the job through @ctl.
  */
 struct tts_job {
-	uint64_t id;
-	atomic_bool cancelled; /* set by the loop; polled between chunks */
+	uint64_t id;           /* slot in the low 32 bits, see tts_control */
+	struct tts_job_control *ctl; /* tts_control(pool, slot) */
 	const char *text;      /* UTF-8, NUL-terminated */
 	size_t text_bytes;
 	const char *voice;     /* espeak-ng voice name */
@@ -94,10 +131,9 @@ struct tts_job {
 	 * while another job waits for the worker, for at most two chunks'
 	 * playing time, so that a client slower than real time never holds
 	 * up other streams.  @window 0: no flow control (a response sent
-	 * whole at the end).
+	 * whole at the end).  @ctl->consumed counts what was sent.
 	 */
 	uint64_t window;
-	atomic_uint_fast64_t consumed; /* set by the loop */
 };
 
 enum tts_pace {
@@ -107,9 +143,19 @@ enum tts_pace {
 
 enum tts_fault {
 	TTS_FAULT_NONE,
-	TTS_FAULT_ENGINE, /* testing: the engine "fails to start" */
+	TTS_FAULT_ENGINE, /* testing: the engine "fails to start" (worker
+			     processes: exit at start, and again) */
 	TTS_FAULT_SYNTH,  /* testing: every job fails after its 1st chunk */
+	TTS_FAULT_CRASH,  /* testing, worker processes: abort(3) after a
+			     job's 1st chunk */
 };
+
+enum tts_isolation {
+	TTS_ISOLATION_THREAD,  /* workers are threads of the server */
+	TTS_ISOLATION_PROCESS, /* workers are processes (audio-worker) */
+};
+
+#define TTS_WORKERS_MAX 64u
 
 struct tts_config {
 	unsigned workers;
@@ -119,6 +165,27 @@ struct tts_config {
 	uint64_t patience_ns;       /* longest flow-control pause */
 	const char *const *voices;  /* espeak voices to check at start, NULL-
 				       terminated; must outlive the pool */
+	uint32_t max_jobs;          /* job slots (job ids' low 32 bits) */
+	enum tts_isolation isolation;
+	/* TTS_ISOLATION_PROCESS: */
+	const char *worker_program; /* audio-worker's path */
+	/*
+	 * A worker process is gone (it died, or exited): called once per
+	 * process, on the loop thread, after every record it committed was
+	 * read.  The pool then forgets the jobs it had, without their final
+	 * records: the server ends their streams.  The pool starts a
+	 * replacement itself, with a back-off when workers die young.
+	 */
+	void (*worker_lost)(void *ctx, unsigned worker, const char *why);
+	void *ctx;
+};
+
+/* Worker process counters; the loop thread. */
+struct tts_worker_stats {
+	unsigned up;       /* workers running (threads: all of them) */
+	uint64_t deaths;   /* worker processes that ended unasked */
+	uint64_t restarts; /* replacements started */
+	int32_t pids[TTS_WORKERS_MAX]; /* per worker; 0: none (threads) */
 };
 
 /* Engine counters, process-wide; any thread. */
@@ -135,18 +202,39 @@ struct tts_engine_stats {
 struct tts_pool;
 
 /*
- * Create the request rings and start the workers, producers of @chunks.
- * Call with the signals the loop handles already blocked (threads inherit
- * the mask).  Returns 0, or a negative errno.
+ * Create the request rings and start the workers, producers of @chunks
+ * (a shared ring for worker processes; @loop runs the pool's timers
+ * then).  Call with the signals the loop handles already blocked (threads
+ * inherit the mask).  Returns 0, or a negative errno.
  */
 int tts_pool_start(struct tts_pool **poolp, const struct tts_config *cfg,
-		   struct lull_ring *chunks);
+		   struct lull_ring *chunks, struct lull_loop *loop);
+
+/* The control block of job slot @slot (< cfg.max_jobs). */
+struct tts_job_control *tts_control(struct tts_pool *pool, uint32_t slot);
 
 /*
- * Queue @job on the least loaded worker.  The loop thread.  Returns 0,
- * -EAGAIN (that worker's ring is full), or -EPIPE (shut down).
+ * Queue @job on the least loaded worker that is up.  The loop thread.
+ * Returns 0, -EAGAIN (that worker's ring is full, or no worker is up),
+ * -E2BIG (too much text for a request ring), or -EPIPE (shut down).
  */
 int tts_submit(struct tts_pool *pool, struct tts_job *job);
+
+/*
+ * Worker processes, the loop thread: a LULL_TYPE_DEATH record on the
+ * chunk ring, and SIGCHLD.  Each may call cfg.worker_lost.
+ */
+void tts_pool_death(struct tts_pool *pool, const struct lull_death *death);
+void tts_pool_reap(struct tts_pool *pool);
+
+void tts_worker_stats(const struct tts_pool *pool,
+		      struct tts_worker_stats *st);
+
+/*
+ * The worker program's main (audio-worker): serve the request ring on
+ * descriptor 3 into the chunk ring on 4, with the job board on 5.
+ */
+int tts_worker_process_main(int argc, char **argv);
 
 /* The final record of @job arrived: forget its load.  The loop thread. */
 void tts_job_finished(struct tts_pool *pool, const struct tts_job *job);
@@ -157,8 +245,11 @@ void tts_job_finished(struct tts_pool *pool, const struct tts_job *job);
  */
 void tts_pool_shutdown(struct tts_pool *pool);
 
-/* Wait for every worker to exit (after tts_pool_shutdown()). */
-void tts_pool_join(struct tts_pool *pool);
+/*
+ * Wait for every worker to exit (after tts_pool_shutdown()); worker
+ * processes get until @deadline_ns (CLOCK_MONOTONIC), then SIGKILL.
+ */
+void tts_pool_join(struct tts_pool *pool, uint64_t deadline_ns);
 
 /* Free the pool (after tts_pool_join()), and the engine. */
 void tts_pool_destroy(struct tts_pool *pool);
