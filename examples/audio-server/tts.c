@@ -137,7 +137,9 @@ static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static int engine_state;          /* 0: not started, 1: up, < 0: failed */
 static char engine_message[LULL_FATAL_MESSAGE_MAX];
 static int engine_rate;           /* espeak's sample rate (22050) */
-static const char *engine_voice;  /* what espeak is set to now */
+/* What espeak is set to now ("": unknown); a copy, since a worker
+ * process's job (and its voice name) is gone after the job. */
+static char engine_voice[64];
 static int engine_speed;
 /* A worker process: the engine is its own, so no lock is needed. */
 static bool engine_private;
@@ -249,9 +251,10 @@ static int engine_synth(struct worker *w, const char *text, size_t len,
 		pthread_mutex_lock(&engine_lock);
 	t1 = now_ns();
 	/* Voice and rate are engine-wide: set them when they differ. */
-	if (!engine_voice || strcmp(engine_voice, w->job->voice) != 0) {
+	if (!engine_voice[0] || strcmp(engine_voice, w->job->voice) != 0) {
 		err = espeak_SetVoiceByName(w->job->voice);
-		engine_voice = err == EE_OK ? w->job->voice : NULL;
+		snprintf(engine_voice, sizeof(engine_voice), "%s",
+			 err == EE_OK ? w->job->voice : "");
 		engine_speed = 0;
 	}
 	if (err == EE_OK && engine_speed != w->job->rate) {
@@ -1512,7 +1515,7 @@ void tts_pool_destroy(struct tts_pool *pool)
 	if (engine_state > 0)
 		espeak_Terminate();
 	engine_state = 0;
-	engine_voice = NULL;
+	engine_voice[0] = '\0';
 	pthread_mutex_unlock(&engine_lock);
 }
 

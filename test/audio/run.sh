@@ -1191,6 +1191,121 @@ print(urllib.parse.quote(sys.argv[1]))' "$text")"
 	$CHECK page "$T/page.dom" "$text"
 }
 
+# --- 10. worker processes (--isolation process) ------------------------------
+WORKERS_PY="python3 $HERE/workers.py"
+
+# What a process holds: descriptors, the memfds among them (lull's rings
+# and beacon, the job board), and the shared-memory objects of the host.
+held() { # PID
+	local fds memfds shm
+	fds=$(ls "/proc/$1/fd" 2>/dev/null | wc -l)
+	memfds=$(find "/proc/$1/fd" -lname '/memfd:*' 2>/dev/null | wc -l)
+	shm=$(ls /dev/shm 2>/dev/null | wc -l)
+	echo "fds=$fds memfds=$memfds shm=$shm"
+}
+
+# Every pid given is gone (not even a zombie).
+t_all_gone() { # PID...
+	local p
+	for p in "$@"; do
+		alive "$p" && { echo "worker $p still running"; return 1; }
+	done
+	echo "workers $* all gone"
+}
+
+t_identical() { # TAG BINARY
+	local tag=$1 bin=$2 a b
+	start_server "same-thread-$tag" "$bin" --workers 1 || return 1
+	a=${SRV_URL#http://}
+	A_PID=$SRV_PID
+	start_server "same-proc-$tag" "$bin" --workers 1 \
+		--isolation process || return 1
+	b=${SRV_URL#http://}
+	timeout 180 $WORKERS_PY identical "$a" "$b" 32 "$S2" || return 1
+	stop_server 15 || return 1
+	SRV_PID=$A_PID
+	stop_server 15
+}
+
+t_chaos() { # TAG
+	local before after
+	before=$(held "$SRV_PID")
+	timeout 300 $WORKERS_PY chaos "${SRV_URL#http://}" 50 8 || return 1
+	after=$(held "$SRV_PID")
+	echo "before: $before; after: $after"
+	[ "$before" = "$after" ] || { echo "the server leaked"; return 1; }
+	$WORKERS_PY children "$SRV_PID" 2
+}
+
+t_sigterm_workers() { # gone after SIGTERM: the server and its workers
+	local pids
+	pids=$($WORKERS_PY pids "${SRV_URL#http://}") || return 1
+	stop_server 15
+	echo "exit status $STOP_RC after $STOP_MS ms"
+	[ "$STOP_RC" = 0 ] || return 1
+	t_all_gone $pids
+}
+
+t_server_kill() {
+	local pid=$SRV_PID
+	timeout 60 $WORKERS_PY server-kill "${SRV_URL#http://}" "$pid"
+	local rc=$?
+	wait_pid "$pid" 5
+	SRV_PID=""
+	return $rc
+}
+
+t_backoff() { # BINARY
+	local started
+	started=$(date +%s%3N)
+	start_server "backoff-$tag" "$1" --isolation process \
+		--fault engine || return 1
+	timeout 60 $WORKERS_PY backoff "${SRV_URL#http://}" "$started" ||
+		return 1
+	t_stop 15
+}
+
+round_process() { # TAG BINARY
+	local tag=$1 bin=$2 pids
+	echo "round $tag: worker processes (--isolation process)"
+	check "$tag: 32 streams of one sentence: the same audio as threads" \
+		t_identical "$tag" "$bin"
+	check "$tag: server starts with --isolation process" \
+		start_server "proc-$tag" "$bin" --isolation process \
+		--workers 2 || return
+	check "$tag: 32 concurrent streams on worker processes, all valid" \
+		t_32_streams "proc-$tag"
+	check "$tag: 50 random worker kills under load: no hang, no leak" \
+		t_chaos "$tag"
+	check "$tag: 32 streams after the kills" t_32_streams "proc2-$tag"
+	check "$tag: SIGTERM: exit 0, every worker gone" t_sigterm_workers
+	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
+	check "$tag: server starts, real time, 2 worker processes" \
+		start_server "kill-$tag" "$bin" --isolation process \
+		--workers 2 --pace realtime || return
+	check "$tag: kill a worker with 8 streams: exactly those end in error" \
+		timeout 120 $WORKERS_PY kill-one "${SRV_URL#http://}" 8 "$S1"
+	check "$tag: the server's kill -9: its workers exit on their own" \
+		t_server_kill
+	check "$tag: server starts, real time, $RT_WORKERS worker processes" \
+		start_server "procrt-$tag" "$bin" --isolation process \
+		--pace realtime --workers "$RT_WORKERS" --drain-seconds 10 ||
+		return
+	pids=$($WORKERS_PY pids "${SRV_URL#http://}")
+	check "$tag: SIGTERM under load: streams drain, exit 0" \
+		t_sigterm_under_load "proc-$tag" 10
+	check "$tag: ... and no worker is left" t_all_gone $pids
+	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
+	check "$tag: server starts with --fault crash" \
+		start_server "crash-$tag" "$bin" --isolation process \
+		--fault crash || return
+	check "$tag: a worker that aborts: its stream ends in error" \
+		timeout 120 $WORKERS_PY crash "${SRV_URL#http://}" 4
+	check "$tag: SIGTERM: exit 0" t_stop 15
+	check "$tag: workers that die at start are restarted with a back-off" \
+		t_backoff "$bin"
+}
+
 # --- the load generator's A/B mode ------------------------------------------
 t_ab() {
 	local rc
@@ -1251,7 +1366,8 @@ done
 
 # AUDIO_ROUNDS="basics slow ..." runs only those rounds (the names below);
 # a partial run says so, and is never silent about what it left out.
-ROUNDS="loadgen basics fault variants realtime slow limits options ab"
+ROUNDS="loadgen basics fault variants realtime slow limits process options"
+ROUNDS="$ROUNDS ab"
 ROUNDS="$ROUNDS asan garbage"
 want() {
 	case " ${AUDIO_ROUNDS:-$ROUNDS} " in *" $1 "*) return 0 ;; esac
@@ -1282,6 +1398,7 @@ server_rounds() { # TAG BINARY
 	want realtime && round_realtime "$1" "$2"
 	want slow && round_slow "$1" "$2"
 	want limits && round_limits "$1" "$2"
+	want process && round_process "$1" "$2"
 	return 0
 }
 

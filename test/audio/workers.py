@@ -30,6 +30,17 @@ instead of stalling the run.  Standard library only.
   server-kill HOSTPORT SERVER_PID
         with a stream running, kill -9 the server: every worker exits on
         its own.  Prints how long they took.
+  crash HOSTPORT N
+        a server with --fault crash: N streams one after another, each
+        once every worker is up; each ends with speech.audio.error, and
+        /metrics counts N deaths at least.
+  backoff HOSTPORT STARTED_MS
+        a server with --fault engine (workers exit at start): deaths are
+        counted, /health still answers, and the restarts are spaced by a
+        growing back-off: no more than a doubling delay from 50 ms
+        allows since STARTED_MS (the epoch time of the server's start).
+  children PID N
+        the process has exactly N children, none a zombie.
   pids HOSTPORT   the worker pids on /health, one line
 """
 import base64
@@ -339,6 +350,64 @@ def cmd_server_kill(hp, server_pid):
     s.join()
 
 
+def cmd_crash(hp, n):
+    n = int(n)
+    workers = len(get_json(hp, "/health")["worker_pids"])
+    for i in range(n):
+        wait_until("every worker up", lambda: workers_up(hp, workers), 30)
+        s = Stream(hp, "Hello there, this stream is about to crash.").start()
+        s.join()
+        if s.outcome != "error":
+            bad(f"stream {i}: {s.outcome}, want the error event")
+    deaths = metric(hp, "tts_worker_deaths_total")
+    print(f"{n} streams ended with the error event; {deaths:.0f} deaths")
+    if deaths < n:
+        bad(f"tts_worker_deaths_total {deaths}, want {n} at least")
+
+
+def cmd_backoff(hp, started_ms):
+    h = get_json(hp, "/health")
+    workers = len(h["worker_pids"])
+    wait_until("8 deaths", lambda: metric(hp, "tts_worker_deaths_total")
+               >= 8, 30)
+    restarts = metric(hp, "tts_worker_restarts_total")
+    elapsed_ms = time.time() * 1000 - int(started_ms)
+    # Delays of 50, 100, 200 ... ms: k restarts take 50 (2^k - 1) ms.
+    k, total = 0, 0
+    while total <= elapsed_ms:
+        total += 50 * 2 ** k
+        k += 1
+    print(f"{restarts:.0f} restarts in {elapsed_ms:.0f} ms by {workers} "
+          f"workers; a back-off allows {k} each")
+    if restarts > workers * k:
+        bad("restarted faster than the back-off allows")
+    if h["status"] != "ok":
+        bad(f"/health: {h}")
+
+
+def children(pid):
+    kids, zombies = 0, 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if fields[1] == str(pid):
+            kids += 1
+            zombies += fields[0] == "Z"
+    return kids, zombies
+
+
+def cmd_children(pid, n):
+    kids, zombies = children(pid)
+    print(f"{kids} children, {zombies} zombies")
+    if kids != int(n) or zombies:
+        bad(f"want {n} children and no zombie")
+
+
 def cmd_pids(hp):
     print(" ".join(str(p) for p in get_json(hp, "/health")["worker_pids"]))
 
@@ -346,7 +415,8 @@ def cmd_pids(hp):
 def main():
     cmds = {"identical": cmd_identical, "kill-one": cmd_kill_one,
             "chaos": cmd_chaos, "server-kill": cmd_server_kill,
-            "pids": cmd_pids}
+            "crash": cmd_crash, "backoff": cmd_backoff,
+            "children": cmd_children, "pids": cmd_pids}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         print(__doc__)
         sys.exit(2)
