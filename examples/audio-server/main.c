@@ -80,6 +80,9 @@ static void usage(FILE *f)
 "                         a replacement starts\n"
 "  --worker-program PATH  the audio-worker to start (default: the one\n"
 "                         beside audio-server)\n"
+"  --demo-controls        a button on the page (and POST\n"
+"                         /v1/demo/kill-worker) that kills -9 the worker\n"
+"                         serving a stream; for demonstrations only\n"
 "  --fault engine|synth|crash\n"
 "                         testing: fail the engine at start, or every\n"
 "                         synthesis after its first chunk; crash (with\n"
@@ -149,7 +152,7 @@ int main(int argc, char **argv)
 {
 	enum { O_HOST = 256, O_PORT, O_WORKERS, O_PACE, O_WAKEUP, O_COALESCE,
 	       O_DRAIN, O_MAXCONN, O_SENDBUF, O_SENDTIMEOUT, O_CHUNK, O_IDLE,
-	       O_FAULT, O_ISOLATION, O_WORKER_PROGRAM };
+	       O_FAULT, O_ISOLATION, O_WORKER_PROGRAM, O_DEMO_CONTROLS };
 	static const struct option opts[] = {
 		{ "host", required_argument, NULL, O_HOST },
 		{ "port", required_argument, NULL, O_PORT },
@@ -167,6 +170,7 @@ int main(int argc, char **argv)
 		{ "isolation", required_argument, NULL, O_ISOLATION },
 		{ "worker-program", required_argument, NULL,
 		  O_WORKER_PROGRAM },
+		{ "demo-controls", no_argument, NULL, O_DEMO_CONTROLS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -251,6 +255,7 @@ int main(int argc, char **argv)
 						: TTS_ISOLATION_THREAD;
 			break;
 		case O_WORKER_PROGRAM: cfg.worker_program = optarg; break;
+		case O_DEMO_CONTROLS: cfg.demo_controls = true; break;
 		case 'v': cfg.verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

@@ -266,6 +266,7 @@ int health_render(struct buf *out, const struct metrics_view *v)
 	    !cJSON_AddStringToObject(root, "pace", v->pace) ||
 	    !cJSON_AddNumberToObject(root, "workers", v->workers) ||
 	    !cJSON_AddStringToObject(root, "isolation", v->isolation) ||
+	    !cJSON_AddBoolToObject(root, "demo_controls", v->demo_controls) ||
 	    !cJSON_AddNumberToObject(root, "workers_up",
 				     v->worker_stats.up) ||
 	    !cJSON_AddNumberToObject(root, "worker_deaths",

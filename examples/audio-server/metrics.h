@@ -59,6 +59,7 @@ struct metrics_view {
 	unsigned workers;
 	const char *isolation; /* "thread" or "process" */
 	struct tts_worker_stats worker_stats;
+	bool demo_controls;
 	double uptime_s;
 	struct lull_ring_stats chunk_ring;
 	const struct lull_ring_stats *request_rings; /* one per worker */

@@ -1029,6 +1029,7 @@ static void metrics_view(struct server *s, struct metrics_view *v)
 	v->isolation = s->cfg.isolation == TTS_ISOLATION_PROCESS ? "process"
 								 : "thread";
 	tts_worker_stats(s->pool, &v->worker_stats);
+	v->demo_controls = s->cfg.demo_controls;
 	v->uptime_s = (double)(now_ns() - s->started_ns) / 1e9;
 	/* These fail only for NULL arguments; then the counters read 0. */
 	if (lull_ring_stats(s->chunks, &v->chunk_ring) < 0)
@@ -1062,6 +1063,50 @@ static void handle_page(struct conn *c, bool metrics)
 	buf_free(&body);
 }
 
+/*
+ * POST /v1/demo/kill-worker, body: a worker's index (--demo-controls,
+ * --isolation process): kill -9 that worker, as a crash would.
+ */
+static void handle_kill_worker(struct conn *c)
+{
+	struct server *s = c->srv;
+	const struct http_request *hr = &c->http.req;
+	struct tts_worker_stats ws;
+	char num[16], body[96];
+	unsigned long w;
+	char *end;
+	int len;
+
+	if (s->cfg.isolation != TTS_ISOLATION_PROCESS) {
+		respond_json_error(c, 409, "invalid_request_error", NULL,
+				   "Workers are threads here; start the "
+				   "server with --isolation process.");
+		return;
+	}
+	len = (int)(hr->body.len < sizeof(num) ? hr->body.len : 0);
+	memcpy(num, hr->body.data, (size_t)len);
+	num[len] = '\0';
+	w = strtoul(num, &end, 10);
+	if (!len || *end || w >= s->cfg.workers) {
+		respond_json_error(c, 400, "invalid_request_error", NULL,
+				   "The body must be a worker's index, 0 to "
+				   "%u.",
+				   s->cfg.workers - 1);
+		return;
+	}
+	tts_worker_stats(s->pool, &ws);
+	if (!ws.pids[w] || kill(ws.pids[w], SIGKILL) < 0) {
+		respond_json_error(c, 409, "invalid_request_error", NULL,
+				   "Worker %lu is not up.", w);
+		return;
+	}
+	logmsg("worker %lu (pid %d): killed from the page (--demo-controls)",
+	       w, (int)ws.pids[w]);
+	len = snprintf(body, sizeof(body), "{\"worker\":%lu,\"killed\":%d}",
+		       w, (int)ws.pids[w]);
+	respond(c, 200, "application/json", body, (size_t)len, NULL);
+}
+
 static void handle_request(struct conn *c)
 {
 	const struct http_request *hr = &c->http.req;
@@ -1074,6 +1119,18 @@ static void handle_request(struct conn *c)
 	if (strcmp(path, "/v1/audio/speech") == 0) {
 		if (hr->method == HTTP_POST)
 			handle_speech(c);
+		else
+			respond_json_error(c, 405, "invalid_request_error",
+					   "Allow: POST\r\n",
+					   "Method %s is not allowed on %s; "
+					   "use POST.",
+					   http_method_str(hr->method), path);
+		return;
+	}
+	if (c->srv->cfg.demo_controls &&
+	    strcmp(path, "/v1/demo/kill-worker") == 0) {
+		if (hr->method == HTTP_POST)
+			handle_kill_worker(c);
 		else
 			respond_json_error(c, 405, "invalid_request_error",
 					   "Allow: POST\r\n",

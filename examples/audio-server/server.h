@@ -33,6 +33,7 @@ struct server_config {
 	enum tts_fault fault;
 	enum tts_isolation isolation;
 	const char *worker_program; /* --isolation process: audio-worker */
+	bool demo_controls;       /* POST /v1/demo/kill-worker, on the page */
 	bool verbose;             /* a log line per request */
 };
 

@@ -31,7 +31,12 @@ exits 1.  Standard library only.
                                   then done; prints the decoded PCM bytes
   page FILE TEXT                  Chromium's --dump-dom of the page: it
                                   streamed TEXT, decoded its samples and
-                                  handed every one of them to Web Audio
+                                  handed every one of them to Web Audio;
+                                  it drew the waveform and its 6 charts,
+                                  and named the worker that served it
+  screenshot PNG                  Chromium's --screenshot of the page
+                                  after a stream: the waveform's green and
+                                  the charts' blue are on it
   rawstream HOST:PORT TEXT        stream_format audio under --pace
                                   realtime: the PCM arrives chunk by chunk
                                   over the audio's duration, not at once
@@ -325,9 +330,73 @@ def cmd_page(path, text):
     if attrs.get("audio", "none") == "none" or scheduled != samples:
         bad(f"Web Audio: context {attrs.get('audio')!r}, {scheduled} of "
             f"{samples} samples scheduled")
+    wave, charts = int(attrs.get("wave", "0")), int(attrs.get("charts", "0"))
+    if wave < 10 or charts < 6 or not attrs.get("worker", "").isdigit():
+        bad(f"drawn: {wave} waveform columns, {charts} charts, worker "
+            f"{attrs.get('worker')!r}")
     print(f"page: {attrs.get('deltas')} deltas, {samples} samples "
           f"({samples / RATE:.2f} s) decoded and scheduled on a "
-          f"{attrs['audio']} Hz AudioContext")
+          f"{attrs['audio']} Hz AudioContext; {wave} waveform columns, "
+          f"{charts} charts, worker {attrs['worker']}")
+
+
+def png_pixels(path):
+    """The RGB pixels of an 8-bit RGB or RGBA PNG, row by row."""
+    import zlib
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        bad(f"{path} is not a PNG")
+    pos, idat, w = 8, b"", 0
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+            if depth != 8 or ctype not in (2, 6):
+                bad(f"PNG depth {depth} colour type {ctype}")
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw, stride, prev, rows = zlib.decompress(idat), w * bpp, None, []
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(
+            raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        prev = prev or bytearray(stride)
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pr = a if pa <= pb and pa <= pc else b if pb <= pc else c
+                line[i] = (line[i] + pr) & 255
+        rows.append(bytes(line))
+        prev = line
+    return w, h, bpp, rows
+
+
+def cmd_screenshot(path):
+    w, h, bpp, rows = png_pixels(path)
+    want = {"waveform green": (44, 160, 44), "chart blue": (31, 119, 180)}
+    found = dict.fromkeys(want, 0)
+    for row in rows:
+        for x in range(0, w * bpp, bpp):
+            px = tuple(row[x:x + 3])
+            for name, rgb in want.items():
+                if all(abs(p - q) <= 12 for p, q in zip(px, rgb)):
+                    found[name] += 1
+    print(f"{w}x{h} screenshot: " +
+          ", ".join(f"{n} pixels of {k}" for k, n in found.items()))
+    for name, n in found.items():
+        if n < 200:
+            bad(f"too little {name} on the screenshot")
 
 
 class Conn:

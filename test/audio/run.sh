@@ -555,6 +555,7 @@ BAD_CASES=(
 	"405|GET on the speech API|GET /v1/audio/speech|"
 	"405|DELETE /health|DELETE /health|"
 	"405|POST /metrics|POST /metrics|--data-binary|x"
+	"404|the demo controls, off|POST /v1/demo/kill-worker|--data-binary|0"
 )
 
 t_bad_request() { # STATUS|NAME|METHOD PATH|CURL ARGS...
@@ -1188,7 +1189,22 @@ print(urllib.parse.quote(sys.argv[1]))' "$text")"
 		tail -n 5 "$T/chromium.err"
 		return 1
 	}
-	$CHECK page "$T/page.dom" "$text"
+	$CHECK page "$T/page.dom" "$text" || return 1
+	# The same page as a person sees it: the waveform and the charts.
+	timeout 60 chromium --headless --no-sandbox --disable-gpu \
+		--disable-quic --no-first-run --disable-background-networking \
+		--disable-component-update --disable-sync \
+		--user-data-dir="$prof" --hide-scrollbars \
+		--autoplay-policy=no-user-gesture-required \
+		--virtual-time-budget=15000 --window-size=1000,1400 \
+		--screenshot="$T/page.png" "$url" >"$T/chromium2.err" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] && [ -s "$T/page.png" ] || {
+		echo "chromium --screenshot exit $rc"
+		tail -n 5 "$T/chromium2.err"
+		return 1
+	}
+	$CHECK screenshot "$T/page.png"
 }
 
 # --- 10. worker processes (--isolation process) ------------------------------
@@ -1246,6 +1262,19 @@ t_sigterm_workers() { # gone after SIGTERM: the server and its workers
 	t_all_gone $pids
 }
 
+# The page's button: kill -9 worker 1; it is counted and replaced.
+t_demo_kill() {
+	local code deaths
+	deaths=$(metric tts_worker_deaths_total) || return 1
+	code=$(req POST /v1/demo/kill-worker --data-binary 1)
+	cat "$T/body"; echo
+	[ "$code" = 200 ] || { echo "HTTP $code"; return 1; }
+	wait_metric tts_worker_deaths_total == $((deaths + 1)) 10 || return 1
+	wait_metric tts_workers_up == 2 10 || return 1
+	code=$(req POST /v1/demo/kill-worker --data-binary 2)
+	[ "$code" = 400 ] || { echo "worker 2 of 2: HTTP $code"; return 1; }
+}
+
 t_server_kill() {
 	local pid=$SRV_PID
 	timeout 60 $WORKERS_PY server-kill "${SRV_URL#http://}" "$pid"
@@ -1272,12 +1301,14 @@ round_process() { # TAG BINARY
 		t_identical "$tag" "$bin"
 	check "$tag: server starts with --isolation process" \
 		start_server "proc-$tag" "$bin" --isolation process \
-		--workers 2 || return
+		--workers 2 --demo-controls || return
 	check "$tag: 32 concurrent streams on worker processes, all valid" \
 		t_32_streams "proc-$tag"
 	check "$tag: 50 random worker kills under load: no hang, no leak" \
 		t_chaos "$tag"
 	check "$tag: 32 streams after the kills" t_32_streams "proc2-$tag"
+	check "$tag: --demo-controls: POST /v1/demo/kill-worker kills one" \
+		t_demo_kill
 	check "$tag: SIGTERM: exit 0, every worker gone" t_sigterm_workers
 	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
 	check "$tag: server starts, real time, 2 worker processes" \
