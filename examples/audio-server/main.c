@@ -11,6 +11,8 @@
  * ring, and the loop, parked on that ring, is woken to stream each chunk
  * to its client as server-sent events, raw chunked PCM, or a whole WAV.
  * SIGTERM drains the streams, then shuts the rings down in order.
+ * With --isolation process the workers are audio-worker processes
+ * (worker.c) on shared rings, whose deaths end exactly their streams.
  *
  *   POST /v1/audio/speech   {"model","input","voice","speed",
  *                            "response_format","stream","stream_format"}
@@ -19,7 +21,8 @@
  *
  * Files: main.c (options), server.c (connections, routing, shutdown),
  * http.c (http_parser), speech.c (the API's JSON, SSE and WAV), tts.c
- * (workers, espeak-ng, soxr, rings), metrics.c, buf.c, index.html.
+ * (workers, espeak-ng, soxr, rings), worker.c (audio-worker), metrics.c,
+ * buf.c, index.html.
  *
  * Build: make build/examples/audio-server (after `make audio-deps`), or
  * by hand against an installed lull, in this folder (page.h is the page
@@ -31,6 +34,8 @@
  *         tts.c metrics.c buf.c -o audio-server $(pkg-config --cflags \
  *         --libs lull espeak-ng soxr libcjson libsodium liburing) \
  *         -lhttp_parser -lm -pthread
+ *     cc -std=c11 -D_GNU_SOURCE -O2 worker.c tts.c -o audio-worker \
+ *         $(pkg-config --cflags --libs lull espeak-ng soxr) -lm -pthread
  * Run:   audio-server --port 8000, then open http://127.0.0.1:8000/
  */
 #include <errno.h>

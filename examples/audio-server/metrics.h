@@ -41,7 +41,6 @@ struct metrics {
 	uint64_t idle_closed;        /* connections closed by --idle-timeout */
 	uint64_t poll_ticks;         /* --wakeup poll: timer passes */
 	uint64_t poll_empty;         /* ... that found the ring empty */
-	uint64_t worker_deaths;      /* worker processes that died */
 	uint64_t streams_worker_lost; /* streams ended by a worker's death */
 };
 

@@ -904,8 +904,6 @@ static void on_worker_lost(void *ctx, unsigned worker, const char *why)
 	struct server *s = ctx;
 	unsigned ended = 0;
 
-	if (!s->stopping)
-		s->m.worker_deaths++;
 	for (uint32_t i = 0; i < s->nslots; i++) {
 		struct stream *st = s->slots[i];
 
@@ -1107,6 +1105,20 @@ static void handle_kill_worker(struct conn *c)
 	respond(c, 200, "application/json", body, (size_t)len, NULL);
 }
 
+/* A route that takes POST only. */
+static void post_only(struct conn *c, void (*handle)(struct conn *c))
+{
+	const struct http_request *hr = &c->http.req;
+
+	if (hr->method == HTTP_POST)
+		handle(c);
+	else
+		respond_json_error(c, 405, "invalid_request_error",
+				   "Allow: POST\r\n",
+				   "Method %s is not allowed on %s; use POST.",
+				   http_method_str(hr->method), hr->path);
+}
+
 static void handle_request(struct conn *c)
 {
 	const struct http_request *hr = &c->http.req;
@@ -1117,26 +1129,12 @@ static void handle_request(struct conn *c)
 	c->head_only = hr->method == HTTP_HEAD;
 	c->chunked = false;
 	if (strcmp(path, "/v1/audio/speech") == 0) {
-		if (hr->method == HTTP_POST)
-			handle_speech(c);
-		else
-			respond_json_error(c, 405, "invalid_request_error",
-					   "Allow: POST\r\n",
-					   "Method %s is not allowed on %s; "
-					   "use POST.",
-					   http_method_str(hr->method), path);
+		post_only(c, handle_speech);
 		return;
 	}
 	if (c->srv->cfg.demo_controls &&
 	    strcmp(path, "/v1/demo/kill-worker") == 0) {
-		if (hr->method == HTTP_POST)
-			handle_kill_worker(c);
-		else
-			respond_json_error(c, 405, "invalid_request_error",
-					   "Allow: POST\r\n",
-					   "Method %s is not allowed on %s; "
-					   "use POST.",
-					   http_method_str(hr->method), path);
+		post_only(c, handle_kill_worker);
 		return;
 	}
 	if (strcmp(path, "/") == 0 || strcmp(path, "/health") == 0 ||

@@ -901,7 +901,6 @@ static int board_create(struct tts_pool *pool)
 {
 	char path[64];
 	void *mem;
-	int ret;
 
 	pool->board_size = board_size(pool->cfg.max_jobs);
 	if (pool->cfg.isolation == TTS_ISOLATION_THREAD) {
@@ -933,8 +932,7 @@ static int board_create(struct tts_pool *pool)
 		atomic_init(&pool->board->jobs[i].cancelled, false);
 		atomic_init(&pool->board->jobs[i].consumed, 0);
 	}
-	ret = 0;
-	return ret;
+	return 0;
 }
 
 static void board_destroy(struct tts_pool *pool)
@@ -1233,14 +1231,14 @@ void tts_pool_reap(struct tts_pool *pool)
 		if (w->state == WORKER_LOST) {
 			w->state = WORKER_DOWN;
 			restart_later(pool, w);
-		} else if (w->state == WORKER_RUNNING && !pool->stopping) {
+		} else if (w->state == WORKER_RUNNING) {
+			/* Draining too: a worker that exits when asked may
+			 * have final records still unread. */
 			timer_drop(pool, w);
 			ret = lull_loop_timer(pool->loop, SETTLE_NS, 0,
 					      settle_due, w, &w->timer);
 			if (ret < 0)
 				worker_gone(pool, w);
-		} else if (w->state == WORKER_RUNNING) {
-			worker_gone(pool, w);
 		}
 	}
 }
@@ -1483,6 +1481,8 @@ void tts_pool_join(struct tts_pool *pool, uint64_t deadline_ns)
 		int ret;
 
 		if (pool->cfg.isolation == TTS_ISOLATION_PROCESS) {
+			/* The loop still exists, but runs no more timers. */
+			timer_drop(pool, w);
 			if (w->pid && !w->reaped)
 				reap_by(w, deadline_ns);
 			continue;
@@ -1501,10 +1501,9 @@ void tts_pool_destroy(struct tts_pool *pool)
 {
 	int ret;
 
-	for (unsigned i = 0; i < pool->nworkers; i++) {
-		timer_drop(pool, &pool->workers[i]);
+	/* Timers went with tts_pool_join(), or with the loop. */
+	for (unsigned i = 0; i < pool->nworkers; i++)
 		worker_retire(&pool->workers[i]);
-	}
 	if (pool->keeper && (ret = lull_producer_detach(pool->keeper)) < 0)
 		fprintf(stderr, "audio-server: lull_producer_detach: %s\n",
 			lull_strerror(ret));
