@@ -34,6 +34,10 @@ exits 1.  Standard library only.
                                   handed every one of them to Web Audio;
                                   it drew the waveform and its 6 charts,
                                   and named the worker that served it
+  page_killed FILE                the page with ?kill=1 against a server
+                                  with --demo-controls: it killed its
+                                  stream's worker, and the stream ended
+                                  with that worker's death as its error
   screenshot PNG                  Chromium's --screenshot of the page
                                   after a stream: the waveform's green and
                                   the charts' blue are on it
@@ -338,6 +342,23 @@ def cmd_page(path, text):
           f"({samples / RATE:.2f} s) decoded and scheduled on a "
           f"{attrs['audio']} Hz AudioContext; {wave} waveform columns, "
           f"{charts} charts, worker {attrs['worker']}")
+
+
+def cmd_page_killed(path):
+    dom = open(path, errors="replace").read()
+    m = re.search(r"<body([^>]*)>", dom)
+    if not m:
+        bad(f"no <body> in the dump: {dom[:300]!r}")
+    attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', m.group(1)))
+    killed, error = attrs.get("killed", ""), attrs.get("error", "")
+    if attrs.get("state") != "error" or not killed.isdigit():
+        bad(f"page state {attrs.get('state')!r}, killed {killed!r}, "
+            f"error {error!r}")
+    if f"pid {killed}) died" not in error:
+        bad(f"the error does not name the killed worker {killed}: {error!r}")
+    print(f"page: killed worker pid {killed} after "
+          f"{int(attrs.get('samples', '0')) / RATE:.2f} s of audio; "
+          f"error: {error}")
 
 
 def png_pixels(path):

@@ -1262,6 +1262,30 @@ t_sigterm_workers() { # gone after SIGTERM: the server and its workers
 	t_all_gone $pids
 }
 
+# The page's own button, in Chromium (?kill=1 presses it at the first
+# audio): the stream it plays ends with its worker's death.
+t_browser_kill() {
+	local url prof rc
+	prof=$(mktemp -d "$T/chromium.XXXXXX")
+	url="$SRV_URL/?kill=1&text=$(python3 -c 'import sys, urllib.parse
+print(urllib.parse.quote(sys.argv[1]))' "$LONG")"
+	timeout 60 chromium --headless --no-sandbox --disable-gpu \
+		--disable-quic --no-first-run --disable-background-networking \
+		--disable-component-update --disable-sync \
+		--user-data-dir="$prof" \
+		--autoplay-policy=no-user-gesture-required \
+		--virtual-time-budget=15000 --dump-dom "$url" \
+		>"$T/page-kill.dom" 2>"$T/chromium-kill.err"
+	rc=$?
+	[ $rc -eq 0 ] || {
+		echo "chromium exit $rc"
+		tail -n 5 "$T/chromium-kill.err"
+		return 1
+	}
+	$CHECK page_killed "$T/page-kill.dom" || return 1
+	wait_metric tts_workers_up == 2 10
+}
+
 # The page's button: kill -9 worker 1; it is counted and replaced.
 t_demo_kill() {
 	local code deaths
@@ -1313,9 +1337,13 @@ round_process() { # TAG BINARY
 	check "$tag: stderr clean" t_stderr_clean "$SRV_ERR"
 	check "$tag: server starts, real time, 2 worker processes" \
 		start_server "kill-$tag" "$bin" --isolation process \
-		--workers 2 --pace realtime || return
+		--workers 2 --pace realtime --demo-controls || return
 	check "$tag: kill a worker with 8 streams: exactly those end in error" \
 		timeout 120 $WORKERS_PY kill-one "${SRV_URL#http://}" 8 "$S1"
+	if [ "$tag" = plain ]; then
+		check "$tag: the page's kill button: its stream ends with the death" \
+			t_browser_kill
+	fi
 	check "$tag: the server's kill -9: its workers exit on their own" \
 		t_server_kill
 	check "$tag: server starts, real time, $RT_WORKERS worker processes" \
