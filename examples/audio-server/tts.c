@@ -1048,10 +1048,10 @@ static int spawn_worker(struct tts_pool *pool, struct worker *w)
 		goto out;
 	}
 	/* Descriptors 3, 4 and 5, and nothing else the server has open. */
-	for (int i = 0; i < 3; i++)
-		if (fds[i] < 0 || (ret = posix_spawn_file_actions_adddup2(
-					   &fa, fds[i], REQUEST_FD + i)))
-			ret = ret ? ret : EBADF;
+	for (int i = 0; i < 3 && !ret; i++)
+		ret = fds[i] < 0 ? EBADF
+				 : posix_spawn_file_actions_adddup2(
+					   &fa, fds[i], REQUEST_FD + i);
 	if (!ret)
 		ret = posix_spawn_file_actions_addclosefrom_np(&fa,
 							       BOARD_FD + 1);
@@ -1111,9 +1111,10 @@ static void restart_later(struct tts_pool *pool, struct worker *w)
 	if (pool->stopping || w->state != WORKER_DOWN)
 		return;
 	if (w->young_deaths) {
-		delay = BACKOFF_MIN_NS << (w->young_deaths - 1 < 7
-						   ? w->young_deaths - 1
-						   : 7);
+		/* 50 ms, doubled per young death in a row, at most 5 s. */
+		unsigned doublings = w->young_deaths - 1;
+
+		delay = BACKOFF_MIN_NS << (doublings < 7 ? doublings : 7);
 		if (delay > BACKOFF_MAX_NS)
 			delay = BACKOFF_MAX_NS;
 	}
@@ -1193,9 +1194,9 @@ static void worker_gone(struct tts_pool *pool, struct worker *w)
 
 void tts_pool_death(struct tts_pool *pool, const struct lull_death *death)
 {
-	for (unsigned i = 0; pool->cfg.isolation == TTS_ISOLATION_PROCESS &&
-			     i < pool->nworkers;
-	     i++)
+	if (pool->cfg.isolation != TTS_ISOLATION_PROCESS)
+		return;
+	for (unsigned i = 0; i < pool->nworkers; i++)
 		if (pool->workers[i].pid == death->pid)
 			worker_gone(pool, &pool->workers[i]);
 }
@@ -1219,9 +1220,9 @@ void tts_pool_reap(struct tts_pool *pool)
 {
 	int ret;
 
-	for (unsigned i = 0; pool->cfg.isolation == TTS_ISOLATION_PROCESS &&
-			     i < pool->nworkers;
-	     i++) {
+	if (pool->cfg.isolation != TTS_ISOLATION_PROCESS)
+		return;
+	for (unsigned i = 0; i < pool->nworkers; i++) {
 		struct worker *w = &pool->workers[i];
 
 		if (!w->pid || w->reaped ||
@@ -1411,7 +1412,7 @@ static int submit_to(struct tts_pool *pool, struct worker *best,
 		best->load += job->cost;
 		best->outstanding++;
 		publish_waiting(pool, best);
-	} else if (ret == -EMSGSIZE || ret == -E2BIG) {
+	} else if (ret == -EMSGSIZE) {
 		ret = -E2BIG;
 	}
 	return ret;

@@ -1166,44 +1166,46 @@ t_page() {
 # --dump-dom prints the DOM once the virtual time budget is spent; virtual
 # time stands still while a fetch is pending, so the dump comes after the
 # stream ends (or after the timeout, which fails the check).
-t_browser() {
-	local text="Hello from headless Chromium, streaming over Web Audio."
-	local url prof rc
+urlquote() { # TEXT: percent-encoded for a query string
+	python3 -c 'import sys, urllib.parse
+print(urllib.parse.quote(sys.argv[1]))' "$1"
+}
+
+# chromium_page NAME URL ARGS...: headless Chromium on the page, with a
+# fresh profile and 15 s of virtual time; its stdout in $T/NAME.out.
+chromium_page() {
+	local name=$1 url=$2 prof rc
+	shift 2
 	command -v chromium >/dev/null 2>&1 || {
 		echo "chromium is not installed (scripts/deps.sh audio)"
 		return 1
 	}
 	prof=$(mktemp -d "$T/chromium.XXXXXX")
-	url="$SRV_URL/?text=$(python3 -c 'import sys, urllib.parse
-print(urllib.parse.quote(sys.argv[1]))' "$text")"
 	timeout 60 chromium --headless --no-sandbox --disable-gpu \
 		--disable-quic --no-first-run --disable-background-networking \
 		--disable-component-update --disable-sync \
 		--user-data-dir="$prof" \
 		--autoplay-policy=no-user-gesture-required \
-		--virtual-time-budget=15000 --dump-dom "$url" \
-		>"$T/page.dom" 2>"$T/chromium.err"
+		--virtual-time-budget=15000 "$@" "$url" \
+		>"$T/$name.out" 2>"$T/$name.err"
 	rc=$?
 	[ $rc -eq 0 ] || {
-		echo "chromium exit $rc"
-		tail -n 5 "$T/chromium.err"
+		echo "chromium $* exit $rc"
+		tail -n 5 "$T/$name.err"
 		return 1
 	}
-	$CHECK page "$T/page.dom" "$text" || return 1
+}
+
+t_browser() {
+	local text="Hello from headless Chromium, streaming over Web Audio."
+	local url
+	url="$SRV_URL/?text=$(urlquote "$text")"
+	chromium_page page "$url" --dump-dom || return 1
+	$CHECK page "$T/page.out" "$text" || return 1
 	# The same page as a person sees it: the waveform and the charts.
-	timeout 60 chromium --headless --no-sandbox --disable-gpu \
-		--disable-quic --no-first-run --disable-background-networking \
-		--disable-component-update --disable-sync \
-		--user-data-dir="$prof" --hide-scrollbars \
-		--autoplay-policy=no-user-gesture-required \
-		--virtual-time-budget=15000 --window-size=1000,1400 \
-		--screenshot="$T/page.png" "$url" >"$T/chromium2.err" 2>&1
-	rc=$?
-	[ $rc -eq 0 ] && [ -s "$T/page.png" ] || {
-		echo "chromium --screenshot exit $rc"
-		tail -n 5 "$T/chromium2.err"
-		return 1
-	}
+	chromium_page shot "$url" --hide-scrollbars --window-size=1000,1400 \
+		--screenshot="$T/page.png" || return 1
+	[ -s "$T/page.png" ] || { echo "no screenshot"; return 1; }
 	$CHECK screenshot "$T/page.png"
 }
 
@@ -1265,24 +1267,9 @@ t_sigterm_workers() { # gone after SIGTERM: the server and its workers
 # The page's own button, in Chromium (?kill=1 presses it at the first
 # audio): the stream it plays ends with its worker's death.
 t_browser_kill() {
-	local url prof rc
-	prof=$(mktemp -d "$T/chromium.XXXXXX")
-	url="$SRV_URL/?kill=1&text=$(python3 -c 'import sys, urllib.parse
-print(urllib.parse.quote(sys.argv[1]))' "$LONG")"
-	timeout 60 chromium --headless --no-sandbox --disable-gpu \
-		--disable-quic --no-first-run --disable-background-networking \
-		--disable-component-update --disable-sync \
-		--user-data-dir="$prof" \
-		--autoplay-policy=no-user-gesture-required \
-		--virtual-time-budget=15000 --dump-dom "$url" \
-		>"$T/page-kill.dom" 2>"$T/chromium-kill.err"
-	rc=$?
-	[ $rc -eq 0 ] || {
-		echo "chromium exit $rc"
-		tail -n 5 "$T/chromium-kill.err"
-		return 1
-	}
-	$CHECK page_killed "$T/page-kill.dom" || return 1
+	chromium_page page-kill "$SRV_URL/?kill=1&text=$(urlquote "$LONG")" \
+		--dump-dom || return 1
+	$CHECK page_killed "$T/page-kill.out" || return 1
 	wait_metric tts_workers_up == 2 10
 }
 

@@ -277,7 +277,10 @@ def cmd_chaos(hp, kills, clients):
     stop = threading.Event()
     done = []
     lock = threading.Lock()
-    rng = random.Random(int(os.environ.get("AUDIO_CHAOS_SEED", "0")) or None)
+    seed = int(os.environ.get("AUDIO_CHAOS_SEED", "0")) or \
+        random.randrange(1, 1 << 30)
+    print(f"seed {seed} (AUDIO_CHAOS_SEED={seed} repeats the choices)")
+    rng = random.Random(seed)
 
     def client():
         while not stop.is_set():
