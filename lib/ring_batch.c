@@ -26,17 +26,32 @@
 struct batch_src {
 	struct lull_claim *claims;
 	const struct lull_record *recs;
+	const unsigned char *items; /* or @count items of @item_len */
+	uint32_t item_len;
+	int32_t item_type;
 	unsigned count;
 };
 
 static inline uint32_t src_len(const struct batch_src *src, unsigned i)
 {
-	return src->claims ? src->claims[i].len : src->recs[i].len;
+	if (src->claims)
+		return src->claims[i].len;
+	return src->recs ? src->recs[i].len : src->item_len;
 }
 
 static inline int32_t src_type(const struct batch_src *src, unsigned i)
 {
-	return src->claims ? src->claims[i].type : src->recs[i].type;
+	if (src->claims)
+		return src->claims[i].type;
+	return src->recs ? src->recs[i].type : src->item_type;
+}
+
+/* Record @i's payload, for the sources that copy one in. */
+static inline const void *src_data(const struct batch_src *src, unsigned i)
+{
+	if (src->recs)
+		return src->recs[i].data;
+	return src->items + (size_t)i * src->item_len;
 }
 
 static inline uint64_t record_size(uint32_t len)
@@ -56,8 +71,19 @@ static int batch_check(const struct lull_producer *prod,
 	uint64_t total = 0;
 	uint32_t max_len = prod->max_record - LULL_RECORD_HEADER_SIZE;
 
-	if (!src->count || (!src->claims && !src->recs))
+	if (!src->count || (!src->claims && !src->recs && !src->items))
 		return -EINVAL;
+	if (src->items) {
+		/* Alike records: one check, one product (of 32-bit values,
+		 * so it cannot overflow). */
+		if (src->item_type < 1)
+			return -EINVAL;
+		if (src->item_len > max_len)
+			return -EMSGSIZE;
+		total = record_size(src->item_len) * src->count;
+		return total > prod->mask + 1 - prod->max_record ? -EMSGSIZE
+								  : 0;
+	}
 	for (unsigned i = 0; i < src->count; i++) {
 		if (src_type(src, i) < 1 ||
 		    (src->recs && src->recs[i].len && !src->recs[i].data))
@@ -71,12 +97,24 @@ static int batch_check(const struct lull_producer *prod,
 	return 0;
 }
 
-/* Where a batch placed at @start ends, and where its first record is. */
+/*
+ * Where a batch placed at @start ends, and where its first record is.  An
+ * array's records are alike: when the span fits before the end of the
+ * data area, it is their total size.
+ */
 static uint64_t batch_end(const struct lull_producer *prod,
 			  const struct batch_src *src, uint64_t start,
 			  uint64_t *firstp)
 {
 	uint64_t pos = start, size;
+
+	if (src->items) {
+		size = record_size(src->item_len) * src->count;
+		if (!lull__wrap_padding(start, prod->mask, size)) {
+			*firstp = start;
+			return start + size;
+		}
+	}
 
 	for (unsigned i = 0; i < src->count; i++) {
 		size = record_size(src_len(src, i));
@@ -142,13 +180,49 @@ static void batch_place(struct lull_producer *prod,
 		if (src->claims)
 			src->claims[i].data = payload;
 		else
-			lull__copy_payload(payload, src->recs[i].data,
-					   src->recs[i].len);
+			lull__copy_payload(payload, src_data(src, i),
+					   src_len(src, i));
 		pos += size;
 	}
 	prod->claimed = true;
 	prod->claim_start = gate;
 	prod->claim_end = end;
+}
+
+/*
+ * Lay out an array's records back to back from @start, where they fit
+ * before the end of the data area: the first is the gate, kept for the
+ * commit; the others' headers and every payload are written behind it.
+ * Then the producer holds a claim, as after batch_place().
+ */
+static void array_place(struct lull_producer *prod,
+			const struct batch_src *src, uint64_t start)
+{
+	const uint64_t size = record_size(src->item_len);
+	const int32_t length =
+		(int32_t)(LULL_RECORD_HEADER_SIZE + src->item_len);
+	uint64_t pos = start + size;
+
+	prod->claim_length = (uint32_t)(src->count > 1 ?
+						length | LULL_LENGTH_BATCH_MORE :
+						length);
+	prod->claim_type = src->item_type;
+	lull__copy_payload(lull__header_at(prod->data, prod->mask, start) + 1,
+			   src->items, src->item_len);
+	for (unsigned i = 1; i < src->count; i++, pos += size) {
+		header_behind_gate(prod, pos,
+				   i + 1 < src->count ?
+					   length | LULL_LENGTH_BATCH_MORE :
+					   length,
+				   src->item_type);
+		lull__copy_payload(lull__header_at(prod->data, prod->mask,
+						   pos) + 1,
+				   src->items + (size_t)i * src->item_len,
+				   src->item_len);
+	}
+	prod->claimed = true;
+	prod->claim_start = start;
+	prod->claim_end = pos;
 }
 
 /* A lane producer claims a batch at its tail; busy until commit or abort. */
@@ -239,7 +313,11 @@ static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
 	/* Relaxed: "claimed" only tells the consumer to wait here. */
 	hdr = lull__header_at(prod->data, prod->mask, first);
 	atomic_store_explicit(&hdr->length, INT32_MIN, memory_order_relaxed);
-	batch_place(prod, src, first, first, end);
+	if (src->items && end - first ==
+				  record_size(src->item_len) * src->count)
+		array_place(prod, src, first); /* nothing wraps inside */
+	else
+		batch_place(prod, src, first, first, end);
 	prod->claim_pos = first;
 	return 0;
 }
@@ -396,6 +474,74 @@ undo:
 	return ret;
 }
 
+/*
+ * A lane producer writes @count records of one type and length from an
+ * array.  The common case, a batch that neither wraps nor finds the lane
+ * full, is one straight pass: the records are consecutive and alike, so
+ * room and wrapping are checked once for the whole span, and each record
+ * costs its header and its copy.  Anything else is a claim of the batch
+ * (which places the padding of a wrap), then the commit.
+ */
+static int lane_write_array(struct lull_producer *prod,
+			    const struct batch_src *src)
+{
+	uint64_t tail, total;
+	int ret;
+
+	ret = lane_check(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	ret = batch_check(prod, src);
+	if (unlikely(ret < 0))
+		return ret;
+	total = record_size(src->item_len) * src->count;
+	tail = lane_tail(prod);
+	if (unlikely(lull__wrap_padding(tail, prod->mask, total) ||
+		     !lane_room(prod, tail + total))) {
+		ret = lane_claim(prod, src);
+		if (ret == 0)
+			claim_commit(prod);
+		return ret;
+	}
+	ret = lane_enter(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	array_place(prod, src, tail);
+	claim_commit(prod);
+	return 0;
+}
+
+/* The array writes' source: @count items of @item_len bytes at @items. */
+static int array_src(struct batch_src *src, int32_t type, const void *items,
+		     size_t item_len, unsigned count)
+{
+	static const unsigned char no_items;
+
+	if (unlikely(item_len && !items))
+		return -EINVAL;
+	*src = (struct batch_src){
+		.items = item_len ? items : &no_items,
+		/* Too long either way: batch_check() says -EMSGSIZE. */
+		.item_len = item_len > UINT32_MAX ? UINT32_MAX :
+						    (uint32_t)item_len,
+		.item_type = type,
+		.count = count,
+	};
+	return 0;
+}
+
+LULL_EXPORT int lull_spsc_write_array(struct lull_producer *prod,
+				      int32_t type, const void *items,
+				      size_t item_len, unsigned count)
+{
+	struct batch_src src;
+	int ret = array_src(&src, type, items, item_len, count);
+
+	if (unlikely(ret < 0))
+		return ret;
+	return lane_write_array(prod, &src);
+}
+
 /* Write a batch of records: a claim, the copies, the commit. */
 static int batch_write(struct lull_producer *prod, const struct batch_src *src,
 		       bool mpsc)
@@ -513,6 +659,20 @@ LULL_EXPORT int lull_mpsc_write_batch(struct lull_producer *prod,
 	struct batch_src src = { .recs = recs, .count = count };
 
 	return batch_write(prod, &src, !is_lane_producer(prod));
+}
+
+LULL_EXPORT int lull_mpsc_write_array(struct lull_producer *prod,
+				      int32_t type, const void *items,
+				      size_t item_len, unsigned count)
+{
+	struct batch_src src;
+	int ret = array_src(&src, type, items, item_len, count);
+
+	if (unlikely(ret < 0))
+		return ret;
+	if (is_lane_producer(prod))
+		return lane_write_array(prod, &src);
+	return batch_write(prod, &src, true);
 }
 
 LULL_EXPORT int lull_mpsc_commit(struct lull_producer *prod)

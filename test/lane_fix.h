@@ -74,21 +74,27 @@ struct family {
 			   struct lull_claim *claims, unsigned count);
 	int (*write_batch)(struct lull_producer *prod,
 			   const struct lull_record *recs, unsigned count);
+	int (*write_array)(struct lull_producer *prod, int32_t type,
+			   const void *items, size_t item_len, unsigned count);
 	/* The MPSC ring's shared lane: an abort leaves padding behind. */
 	bool shared;
 };
 
 static const struct family fam_spsc = {
-	&topo_spsc, lull_spsc_claim_batch, lull_spsc_write_batch, false
+	&topo_spsc, lull_spsc_claim_batch, lull_spsc_write_batch,
+	lull_spsc_write_array, false
 };
 static const struct family fam_mpsc = {
-	&topo_mpsc, lull_mpsc_claim_batch, lull_mpsc_write_batch, true
+	&topo_mpsc, lull_mpsc_claim_batch, lull_mpsc_write_batch,
+	lull_mpsc_write_array, true
 };
 static const struct family fam_lanes_spsc = {
-	&topo_lanes_spsc, lull_spsc_claim_batch, lull_spsc_write_batch, false
+	&topo_lanes_spsc, lull_spsc_claim_batch, lull_spsc_write_batch,
+	lull_spsc_write_array, false
 };
 static const struct family fam_lanes_mpsc = {
-	&topo_lanes_mpsc, lull_mpsc_claim_batch, lull_mpsc_write_batch, false
+	&topo_lanes_mpsc, lull_mpsc_claim_batch, lull_mpsc_write_batch,
+	lull_mpsc_write_array, false
 };
 
 #define BATCH_TEST(name, secs)                                               \
@@ -346,11 +352,18 @@ struct trec {
 	uint32_t producer, seq;
 	uint32_t batch;        /* the producer's batch number */
 	uint16_t index, count; /* its place in that batch */
+	uint32_t array;        /* sent by write_array: alike records */
 };
 
 static size_t trec_len(uint32_t seq)
 {
 	return sizeof(struct trec) + (seq * 37u) % 97u;
+}
+
+/* Its length: its own, or in an array its batch's first record's. */
+static size_t trec_len_of(const struct trec *h)
+{
+	return trec_len(h->array ? h->seq - h->index : h->seq);
 }
 
 struct tprod {
@@ -373,15 +386,15 @@ static unsigned trand(struct tprod *tp, unsigned below)
 static void trec_fill(uint8_t *buf, const struct trec *h)
 {
 	memcpy(buf, h, sizeof(*h));
-	for (size_t i = sizeof(*h); i < trec_len(h->seq); i++)
+	for (size_t i = sizeof(*h); i < trec_len_of(h); i++)
 		buf[i] = stamp_byte(h->producer, h->seq, i);
 }
 
 /*
- * Send T_RECORDS records: single writes, write_batch, claim_batch then
- * commit, and claim_batch then abort (the seqs are sent again); on a full
- * lane, yield and try another shape.  Even producers use the lull_spsc_*
- * calls, odd ones lull_mpsc_*.
+ * Send T_RECORDS records: single writes, write_batch, write_array,
+ * claim_batch then commit, and claim_batch then abort (the seqs are sent
+ * again); on a full lane, yield and try another shape.  Even producers use
+ * the lull_spsc_* calls, odd ones lull_mpsc_*.
  */
 static void *tproducer_main(void *arg)
 {
@@ -389,6 +402,9 @@ static void *tproducer_main(void *arg)
 	const struct family *fam = tp->id % 2 ? &fam_lanes_mpsc
 					      : &fam_lanes_spsc;
 	static _Thread_local uint8_t buf[T_BATCH_MAX][sizeof(struct trec) + 96];
+	/* An array's items, back to back. */
+	static _Thread_local uint8_t items[T_BATCH_MAX *
+					   (sizeof(struct trec) + 96)];
 	struct lull_record recs[T_BATCH_MAX];
 	struct lull_claim claims[T_BATCH_MAX];
 	struct trec h = { .producer = tp->id };
@@ -408,11 +424,14 @@ static void *tproducer_main(void *arg)
 			count = T_RECORDS - h.seq;
 		for (unsigned i = 0; i < count; i++) {
 			struct trec r = { tp->id, h.seq + i, h.batch,
-					  (uint16_t)i, (uint16_t)count };
+					  (uint16_t)i, (uint16_t)count,
+					  kind == 3 };
+			uint8_t *at = kind == 3 ? items + i * trec_len_of(&r)
+						: buf[i];
 
-			trec_fill(buf[i], &r);
+			trec_fill(at, &r);
 			recs[i] = (struct lull_record){
-				buf[i], (uint32_t)trec_len(r.seq),
+				at, (uint32_t)trec_len_of(&r),
 				stamp_type(tp->id) };
 			claims[i] = (struct lull_claim){ NULL, recs[i].len,
 							 recs[i].type };
@@ -420,8 +439,11 @@ static void *tproducer_main(void *arg)
 		if (kind == 0) {
 			ret = fam->t->write(prod, recs[0].type, recs[0].data,
 					    recs[0].len);
-		} else if (kind < 4) {
+		} else if (kind < 3) {
 			ret = fam->write_batch(prod, recs, count);
+		} else if (kind == 3) {
+			ret = fam->write_array(prod, recs[0].type, items,
+					       recs[0].len, count);
 		} else {
 			ret = fam->claim_batch(prod, claims, count);
 			for (unsigned i = 0; ret == 0 && i < count; i++)
@@ -481,7 +503,7 @@ static int tconsume(const struct lull_record *rec, void *ctx)
 	memcpy(&h, p, sizeof(h));
 	cr_assert(h.producer < T_PRODUCERS &&
 			  rec->type == stamp_type(h.producer) &&
-			  rec->len == trec_len(h.seq),
+			  rec->len == trec_len_of(&h),
 		  "type %d, %u bytes, producer %u, seq %u", rec->type,
 		  rec->len, h.producer, h.seq);
 	for (size_t i = sizeof(h); i < rec->len; i++)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_ring_batches.c - the Criterion suite of lull/ring.h: batches
- * (lull_{spsc,mpsc}_{claim,write}_batch): records whole and in order,
+ * (lull_{spsc,mpsc}_{claim,write}_batch, lull_{spsc,mpsc}_write_array):
+ * records whole and in order,
  * padding at the wrap, all or nothing, the argument checks, commit, abort
  * and detach, and how a shutdown or a fatal report treats a batch; and
  * lull_producer_stats().
@@ -467,6 +468,197 @@ BATCH_TEST(batch_while_a_claim_is_held_is_ebusy, TIMEOUT_S)
 	batch_commit(b, f.prod, &held);
 	model_read_expect(&f.m, f.ring, 16, 3);
 	fix_fini(&f);
+}
+
+/* ========================================================================
+ * Arrays: a batch of alike records from one buffer (write_array)
+ */
+
+static uint8_t items[MAXB * 128];
+
+/*
+ * Write @n records of @len bytes and one type as an array through
+ * write_array: the model predicts the result as for any batch, and each
+ * item carries its own seed's pattern, so the read checks every record
+ * against the right part of the buffer.
+ */
+static int array_put(struct fix *f, const struct family *b, uint32_t len,
+		     unsigned n)
+{
+	uint32_t lens[MAXB] = { 0 };
+	struct batch bt;
+	uint64_t first, end;
+	bool must, may;
+	int ret;
+
+	for (unsigned i = 0; i < n; i++)
+		lens[i] = len;
+	batch_set(f, &bt, lens, n);
+	for (unsigned i = 0; i < n; i++) {
+		bt.type[i] = bt.type[0];
+		pattern_fill(items + (size_t)i * len, len, bt.seed[i]);
+	}
+	end = batch_end_at(&f->m, &bt, &first);
+	must = end - f->m.rpos <= f->m.cap;
+	may = end - f->m.rpos_hi <= f->m.cap;
+	ret = b->write_array(f->prod, bt.type[0], items, len, n);
+	if (must)
+		cr_assert_eq(ret, 0, "array of %u x %u (%llu used) = %d", n,
+			     len, (unsigned long long)(f->m.wpos - f->m.rpos),
+			     ret);
+	else if (!may)
+		cr_assert_eq(ret, -EAGAIN, "array that does not fit = %d", ret);
+	else
+		cr_assert(ret == 0 || ret == -EAGAIN, "array = %d", ret);
+	if (ret == 0 && !must)
+		f->m.rpos = f->m.rpos_hi;
+	for (unsigned i = 0; ret == 0 && i < n; i++)
+		model_push(&f->m, bt.type[i], len, bt.seed[i]);
+	return ret;
+}
+
+/* The most records of @len an array may hold (the bound of batches). */
+static unsigned array_most(uint32_t len)
+{
+	unsigned most = LARGEST_BATCH / (unsigned)rec_space(len);
+
+	return most < MAXB ? most : MAXB;
+}
+
+BATCH_TEST(array_records_arrive_whole_and_in_order, TIMEOUT_S)
+{
+	unsigned refused = 0, n;
+	uint32_t len;
+	struct fix f;
+
+	fix_init(&f, b->t, CAP);
+	for (int round = 0; round < 600; round++) {
+		len = rnd(4) ? rnd(24) : rnd(MAX_PAYLOAD + 1);
+		n = 1 + rnd(array_most(len));
+		if (array_put(&f, b, len, n) == -EAGAIN) {
+			refused++;
+			model_drain_mixed(&f.m, f.ring, (unsigned)round);
+		}
+		if (round % 4 == 0)
+			fix_put(&f, (enum method)(round % METHODS), rnd(30));
+		if (round % 3 == 0)
+			model_read(&f.m, f.ring, 1 + rnd(40));
+	}
+	cr_assert_gt(refused, 20, "only %u arrays did not fit", refused);
+	model_drain(&f.m, f.ring);
+	/* Empty items, with and without a buffer; the largest arrays. */
+	cr_assert_eq(array_put(&f, b, 0, 5), 0);
+	cr_assert_eq(b->write_array(f.prod, 3, NULL, 0, 2), 0);
+	model_push(&f.m, 3, 0, 0);
+	model_push(&f.m, 3, 0, 0);
+	model_drain(&f.m, f.ring);
+	cr_assert_eq(array_put(&f, b, 0, LARGEST_BATCH / 8), 0);
+	model_drain(&f.m, f.ring);
+	cr_assert_eq(array_put(&f, b, MAX_PAYLOAD, 7), 0);
+	model_drain(&f.m, f.ring);
+	fix_fini(&f);
+}
+
+/*
+ * An array at every start offset: one straight pass where it fits before
+ * the end of the data area, padding before its first record or in its
+ * middle where it does not, and -EAGAIN when the ring lacks room.
+ */
+BATCH_TEST(array_at_every_offset_is_padded_where_it_wraps, TIMEOUT_S)
+{
+	struct fix f;
+
+	fix_init(&f, b->t, CAP);
+	for (size_t off = 0; off < CAP; off += 8) {
+		advance_to(&f, off);
+		cr_assert_eq(array_put(&f, b, 40, 6), 0, "at offset %zu", off);
+		cr_assert_eq(array_put(&f, b, 8, 3), 0, "at offset %zu", off);
+		if (off % 24)
+			model_drain_mixed(&f.m, f.ring, (unsigned)off / 8);
+		else
+			model_read_expect(&f.m, f.ring, 16, 9);
+	}
+	/* The last 128 bytes of a full ring take 8 records of 8, not 9. */
+	model_drain(&f.m, f.ring);
+	advance_to(&f, 0);
+	for (unsigned i = 0; i < 7; i++)
+		fix_put(&f, BY_WRITE, MAX_PAYLOAD);
+	cr_assert_eq(array_put(&f, b, 8, 9), -EAGAIN);
+	cr_assert_eq(array_put(&f, b, 8, 8), 0);
+	cr_assert_eq(array_put(&f, b, 0, 1), -EAGAIN);
+	model_drain(&f.m, f.ring);
+	fix_fini(&f);
+}
+
+BATCH_TEST(array_arguments_are_checked, TIMEOUT_S)
+{
+	static const int32_t reserved[] = { LULL_TYPE_PADDING,
+					    LULL_TYPE_POISON, LULL_TYPE_FATAL,
+					    -3, INT32_MIN };
+	struct pending pc;
+	struct fix f;
+
+	fix_init(&f, b->t, CAP);
+	cr_assert_eq(b->write_array(NULL, 1, items, 8, 2), -EINVAL);
+	cr_assert_eq(b->write_array(f.prod, 1, items, 8, 0), -EINVAL);
+	cr_assert_eq(b->write_array(f.prod, 1, NULL, 8, 2), -EINVAL);
+	for (unsigned r = 0; r < ARRAY_LEN(reserved); r++)
+		cr_assert_eq(b->write_array(f.prod, reserved[r], items, 8, 2),
+			     -EINVAL, "type %d", reserved[r]);
+	cr_assert_eq(b->write_array(f.prod, 1, items, MAX_PAYLOAD + 1, 1),
+		     -EMSGSIZE);
+	cr_assert_eq(b->write_array(f.prod, 1, items, (size_t)UINT32_MAX + 9,
+				    1),
+		     -EMSGSIZE);
+	/* One record more than the bound, even in an empty ring. */
+	cr_assert_eq(b->write_array(f.prod, 1, items, 0, LARGEST_BATCH / 8 + 1),
+		     -EMSGSIZE);
+	cr_assert_eq(b->write_array(f.prod, 1, items, MAX_PAYLOAD, 8),
+		     -EMSGSIZE);
+	cr_assert_eq(b->write_array(f.prod, 1, items, 8, UINT32_MAX),
+		     -EMSGSIZE);
+	/* A claim held: -EBUSY, and the claim is intact. */
+	pending_claim(&f, &pc, f.prod, 16, WILL_COMMIT);
+	cr_assert_eq(b->write_array(f.prod, 1, items, 8, 2), -EBUSY);
+	pending_commit(&f, &pc);
+	model_drain(&f.m, f.ring);
+	expect_nothing(f.ring);
+	/* The other family's call refuses an SPSC or MPSC producer. */
+	if (b == &fam_spsc)
+		cr_assert_eq(lull_mpsc_write_array(f.prod, 1, items, 8, 2),
+			     -EINVAL);
+	if (b == &fam_mpsc)
+		cr_assert_eq(lull_spsc_write_array(f.prod, 1, items, 8, 2),
+			     -EINVAL);
+	expect_nothing(f.ring);
+	fix_fini(&f);
+}
+
+/*
+ * An array is a batch to a shutdown: an immediate one finishes an array a
+ * read began and discards one it did not; a graceful one refuses arrays
+ * after it.
+ */
+static void immediate_after_array_at(const struct family *b, size_t off)
+{
+	struct fix f;
+
+	fix_init(&f, b->t, CAP);
+	advance_to(&f, off);
+	cr_assert_eq(array_put(&f, b, 16, 4), 0);
+	cr_assert_eq(array_put(&f, b, 8, 3), 0);
+	model_read_expect(&f.m, f.ring, 1, 1);
+	cr_assert_eq(lull_ring_shutdown(f.ring, LULL_SHUTDOWN_IMMEDIATE), 0);
+	cr_assert_eq(b->write_array(f.prod, 1, items, 8, 2), -EPIPE);
+	model_forget(&f.m, 3);
+	cr_assert(model_expect_end(&f.m, f.ring));
+	fix_close(&f);
+}
+
+BATCH_TEST(immediate_shutdown_finishes_an_array_begun_by_a_read, TIMEOUT_S)
+{
+	immediate_after_array_at(b, 0);		/* one straight pass */
+	immediate_after_array_at(b, CAP - 40);	/* padding in its middle */
 }
 
 /* ========================================================================

@@ -535,6 +535,10 @@ int lull_spsc_abort(struct lull_producer *prod);
  *         the producer's one claim.
  * write_batch: copy @count records (recs[i].data, .len, .type) and publish
  *         them together.
+ * write_array: copy @count records of one @type and @item_len bytes each,
+ *         record i from @items + i * @item_len (an array of fixed-size
+ *         items, as rte_ring_enqueue_burst() or a bulk push takes), and
+ *         publish them together; @items may be NULL when @item_len is 0.
  *
  * A batch is delivered whole: the consumer reads its records in order,
  * one by one as any others (and may stop between two of them), but a
@@ -553,6 +557,8 @@ int lull_spsc_claim_batch(struct lull_producer *prod,
 			  struct lull_claim *claims, unsigned count);
 int lull_spsc_write_batch(struct lull_producer *prod,
 			  const struct lull_record *recs, unsigned count);
+int lull_spsc_write_array(struct lull_producer *prod, int32_t type,
+			  const void *items, size_t item_len, unsigned count);
 
 /*
  * MPSC producer calls: the same contract as the SPSC ones, for producers of
@@ -578,6 +584,8 @@ int lull_mpsc_claim_batch(struct lull_producer *prod,
 			  struct lull_claim *claims, unsigned count);
 int lull_mpsc_write_batch(struct lull_producer *prod,
 			  const struct lull_record *recs, unsigned count);
+int lull_mpsc_write_array(struct lull_producer *prod, int32_t type,
+			  const void *items, size_t item_len, unsigned count);
 
 /*
  * Consumer: hand up to @limit committed records to @fn in ring order, in

@@ -8,8 +8,9 @@
  * lanes with 2 and 8 (a lane each), on a small ring so that it wraps
  * constantly - producers send a deterministic stream of records of random
  * sizes through every write path (write, writev, claim + commit, claim +
- * abort which sends nothing, and batches: a write_batch, or a claim_batch
- * committed or aborted whole), and the consumer,
+ * abort which sends nothing, and batches: a write_batch, a write_array of
+ * consecutive records that share a length, or a claim_batch committed or
+ * aborted whole), and the consumer,
  * on the main thread, drains it through every read path (lull_ring_read with
  * varying limits and handlers that continue, stop or keep, and
  * lull_ring_peek + lull_ring_release).  A producer that finds the ring full
@@ -589,8 +590,9 @@ static bool send_record(struct producer *p, uint64_t seq)
 }
 
 /*
- * Send records @seq, @seq + 1, ... as one batch: a write_batch, or a
- * claim_batch filled and committed (or first aborted whole, then claimed
+ * Send records @seq, @seq + 1, ... as one batch: a write_batch, a
+ * write_array (of the records, from the first, that share its length), or
+ * a claim_batch filled and committed (or first aborted whole, then claimed
  * again: an aborted batch that reached the consumer would show as
  * duplicates).  As many as fit the bound on a batch, up to BATCH_MAX and
  * the quota.  Returns how many were sent, 0 on failure.
@@ -606,14 +608,19 @@ static unsigned send_batch(struct producer *p, uint64_t seq)
 	size_t total = 0, maxlen = 0, size;
 	unsigned n = 0, want = 1 + (unsigned)rng_range(&p->rng, 0,
 						       BATCH_MAX - 1);
-	bool by_claim = rng_next(&p->rng) & 1, abort_first;
+	unsigned how = (unsigned)rng_range(&p->rng, 0, 3);
+	bool by_claim = how < 2, by_array = how == 3, abort_first;
 	int ret;
 
 	while (n < want && seq + n < p->quota) {
 		uint64_t key = record_key(p, seq + n);
 		size_t len = record_len(key, run->max_len);
-		unsigned char *at = p->batch_buf + (size_t)n * run->max_len;
+		/* An array's items lie back to back and share a length. */
+		unsigned char *at = p->batch_buf +
+				    (size_t)n * (by_array ? len : run->max_len);
 
+		if (by_array && n && len != recs[0].len)
+			break;
 		size = (8 + len + 7) & ~(size_t)7;
 		if (total + size > bound)
 			break;
@@ -636,6 +643,13 @@ static unsigned send_batch(struct producer *p, uint64_t seq)
 		if (by_claim)
 			ret = spsc ? lull_spsc_claim_batch(p->prod, claims, n)
 				   : lull_mpsc_claim_batch(p->prod, claims, n);
+		else if (by_array)
+			ret = spsc ? lull_spsc_write_array(p->prod, recs[0].type,
+							   p->batch_buf,
+							   recs[0].len, n)
+				   : lull_mpsc_write_array(p->prod, recs[0].type,
+							   p->batch_buf,
+							   recs[0].len, n);
 		else
 			ret = spsc ? lull_spsc_write_batch(p->prod, recs, n)
 				   : lull_mpsc_write_batch(p->prod, recs, n);
@@ -671,7 +685,8 @@ static unsigned send_batch(struct producer *p, uint64_t seq)
 	if (ret) {
 		fail(run, "producer %u seq %" PRIu64 ": batch of %u (%zu "
 		     "bytes) by %s: %s (%d)", p->id, seq, n, total,
-		     by_claim ? "claim" : "write", lull_strerror(ret), ret);
+		     by_claim ? "claim" : by_array ? "array" : "write",
+		     lull_strerror(ret), ret);
 		return 0;
 	}
 	return n;
