@@ -8,7 +8,8 @@
  *              two at most --capacity / producers, so that every ring has
  *              the same memory): lull_mpsc_write() on each producer's lane.
  * With --producer-batch N, producers push N records with one
- * lull_*_write_batch() call (one publish; MPSC: one claim).
+ * lull_*_write_array() call (one publish; MPSC: one claim), the records
+ * being alike, as the slot rings' bursts take them.
  * The consumer is lull's parked consumer: lull_ring_read() with a large
  * batch limit and, when the ring is empty, lull_ring_wait() (lull's park: a
  * futex wait after the park handshake, spin before it per --lull-spin-ns,
@@ -338,31 +339,35 @@ lull_send(struct producer *p, struct config *cfg, unsigned char *msg,
 }
 
 /*
- * @n records at once, one lull_*_write_batch() call: all of them or, on a
- * full ring, none (then again after a back-off).
+ * @n records at once, one lull_*_write_array() call: all of them or, on a
+ * full ring, none (then again after a back-off).  The records are alike,
+ * so they go as an array of @payload-byte items, as to the slot rings'
+ * bursts: the values themselves when they are 8 bytes, else built in msg.
  */
 static inline __attribute__((always_inline)) int
 lull_send_batch(struct producer *p, struct config *cfg, unsigned char *msg,
 		const uint64_t *values, unsigned int n, struct send_state *st,
 		enum ring_kind kind)
 {
-	struct lull_record recs[MAX_PUSH_BATCH];
-	size_t payload = cfg->payload, stride = (payload + 7) & ~(size_t)7;
+	size_t payload = cfg->payload;
+	const void *items = values;
 	unsigned int i;
 	int r;
 
-	/* msg holds a batch of strides (producer_main() in throughput.c). */
-	for (i = 0; i < n; i++) {
-		memcpy(msg + i * stride, &values[i], payload < 8 ? payload : 8);
-		recs[i].data = msg + i * stride;
-		recs[i].len = (uint32_t)payload;
-		recs[i].type = MSG_TYPE;
+	if (payload != 8) {
+		/* msg has room for a batch (producer_main(), throughput.c) */
+		for (i = 0; i < n; i++)
+			memcpy(msg + i * payload, &values[i],
+			       payload < 8 ? payload : 8);
+		items = msg;
 	}
 	for (;;) {
 		if (kind == RING_LULL_SPSC)
-			r = lull_spsc_write_batch(p->handle, recs, n);
+			r = lull_spsc_write_array(p->handle, MSG_TYPE, items,
+						  payload, n);
 		else
-			r = lull_mpsc_write_batch(p->handle, recs, n);
+			r = lull_mpsc_write_array(p->handle, MSG_TYPE, items,
+						  payload, n);
 		if (likely(r == 0))
 			return 0;
 		if (r != -EAGAIN)

@@ -215,7 +215,7 @@ static void *producer_main(void *arg)
 	struct run *run = p->run;
 	size_t len = run->cfg->payload > 8 ? run->cfg->payload : 8;
 	unsigned int batch = run->cfg->push_batch ? run->cfg->push_batch : 1;
-	/* Room for a batch of messages, 8-aligned each (peer_lull.c). */
+	/* Room for a batch of messages, even 8-aligned each (peer_lull.c). */
 	size_t bytes = ((len + 7) & ~(size_t)7) * batch;
 	unsigned char *msg = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 
