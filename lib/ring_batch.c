@@ -530,16 +530,29 @@ static int array_src(struct batch_src *src, int32_t type, const void *items,
 	return 0;
 }
 
-LULL_EXPORT int lull_spsc_write_array(struct lull_producer *prod,
-				      int32_t type, const void *items,
-				      size_t item_len, unsigned count)
+/* Write an array: on a lane, or (@mpsc) through the shared MPSC lane. */
+static int array_write(struct lull_producer *prod, int32_t type,
+		       const void *items, size_t item_len, unsigned count,
+		       bool mpsc)
 {
 	struct batch_src src;
 	int ret = array_src(&src, type, items, item_len, count);
 
 	if (unlikely(ret < 0))
 		return ret;
-	return lane_write_array(prod, &src);
+	if (!mpsc)
+		return lane_write_array(prod, &src);
+	ret = mpsc_claim(prod, &src);
+	if (ret == 0)
+		claim_commit(prod);
+	return ret;
+}
+
+LULL_EXPORT int lull_spsc_write_array(struct lull_producer *prod,
+				      int32_t type, const void *items,
+				      size_t item_len, unsigned count)
+{
+	return array_write(prod, type, items, item_len, count, false);
 }
 
 /* Write a batch of records: a claim, the copies, the commit. */
@@ -665,14 +678,8 @@ LULL_EXPORT int lull_mpsc_write_array(struct lull_producer *prod,
 				      int32_t type, const void *items,
 				      size_t item_len, unsigned count)
 {
-	struct batch_src src;
-	int ret = array_src(&src, type, items, item_len, count);
-
-	if (unlikely(ret < 0))
-		return ret;
-	if (is_lane_producer(prod))
-		return lane_write_array(prod, &src);
-	return batch_write(prod, &src, true);
+	return array_write(prod, type, items, item_len, count,
+			   !is_lane_producer(prod));
 }
 
 LULL_EXPORT int lull_mpsc_commit(struct lull_producer *prod)
