@@ -16,6 +16,7 @@ static inline void lull__head_publish(struct lull_ring *ring,
 				      struct lull_cursor *cur, uint64_t to)
 {
 	cur->head = to;
+	cur->item = 0; /* a new record at head: none of its items taken */
 	/*
 	 * Pairs with the producers' acquire load of head: our reads of the
 	 * consumed records (and the zeroing before) are done before a

@@ -27,6 +27,8 @@ struct lull_cursor {
 	uint64_t final_tail; /* records end here (from LULL_CLOSING_DRAIN) */
 	bool in_batch;       /* the last record handed out was not its
 				batch's last: an immediate shutdown waits */
+	uint32_t item;       /* the record at head is an array whose items
+				before this one were consumed */
 };
 
 /*
@@ -68,6 +70,8 @@ struct lull_ring {
 	bool peeked_closure; /* the peeked record is the fatal or poison */
 	bool peeked_notice;  /* the peeked record is a death notice */
 	uint64_t peek_end;   /* where release moves the head */
+	uint32_t peek_item;  /* and the array index it leaves there */
+	bool peek_more;      /* the peeked record is not its batch's last */
 	struct lull_record peek_rec; /* what the peek handed out */
 	/* The fatal report as the region held it at the seal, checked: the
 	 * fatal record points here, never into the region. */

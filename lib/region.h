@@ -23,7 +23,7 @@
 #define LULL_LINE_PAIR 128
 
 #define LULL_REGION_MAGIC 0x6c756c6cu /* "lull" */
-#define LULL_LAYOUT_VERSION 4u
+#define LULL_LAYOUT_VERSION 5u
 #define LULL_REGION_LANES_OFFSET 1024u
 
 /*
@@ -297,6 +297,8 @@ static_assert(sizeof(struct lull_slot) == 64, "slot layout");
  *     0   not written yet (the consumer zeroes what it consumed)
  *    <0   claimed by a producer, payload being written
  *    >0   committed: type and payload are complete
+ * (A committed record of type LULL_TYPE_ARRAY holds packed items; see
+ * struct lull_array_header below.)
  * A committed length may carry LULL_LENGTH_BATCH_MORE: the record is not
  * the last of a batch (ring_batch.c), so an immediate shutdown, which
  * discards what is undelivered, never cuts a batch the consumer began.
@@ -313,5 +315,22 @@ struct lull_record_header {
 
 static_assert(sizeof(struct lull_record_header) == LULL_RECORD_HEADER_SIZE,
 	      "record header size");
+
+/*
+ * A record of type LULL_TYPE_ARRAY holds the records of one write_array()
+ * packed (ring_batch.c): this header, then items of item_len bytes each,
+ * back to back, as many as fill the rest of the payload.  The consumer
+ * hands out each item as a record of item_type (ring_read.c) and never the
+ * array itself.  Packed only when item_len is a multiple of 8, so that
+ * each item is 8-byte aligned as a record's payload is.
+ */
+#define LULL_TYPE_ARRAY (-8)
+
+struct lull_array_header {
+	int32_t item_type;
+	uint32_t item_len;
+};
+
+static_assert(sizeof(struct lull_array_header) == 8, "array header size");
 
 #endif /* LULL_PRIVATE_REGION_H */

@@ -226,17 +226,12 @@ static void array_place(struct lull_producer *prod,
 }
 
 /* A lane producer claims a batch at its tail; busy until commit or abort. */
-static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
+static int lane_claim_checked(struct lull_producer *prod,
+			      const struct batch_src *src)
 {
 	uint64_t tail, end, first;
 	int ret;
 
-	ret = lane_check(prod);
-	if (unlikely(ret < 0))
-		return ret;
-	ret = batch_check(prod, src);
-	if (unlikely(ret < 0))
-		return ret;
 	ret = lane_enter(prod);
 	if (unlikely(ret < 0))
 		return ret;
@@ -252,28 +247,41 @@ static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
 	return 0;
 }
 
-/*
- * An MPSC producer claims a batch with one CAS on the shared tail, as
- * mpsc_reserve() does one record (ring_mpsc.c, which explains the
- * orders); a wrap before the first record is published at once as
- * padding, so the gate is the first record.
- */
-static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
+static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
 {
-	struct lull_record_header *hdr;
-	struct lull_lane *lane;
-	uint64_t cap, tail, end, first;
-	int ret;
+	int ret = lane_check(prod);
 
+	if (unlikely(ret < 0))
+		return ret;
+	ret = batch_check(prod, src);
+	if (unlikely(ret < 0))
+		return ret;
+	return lane_claim_checked(prod, src);
+}
+
+/* The MPSC claim calls' checks: an MPSC producer with no claim. */
+static int mpsc_claim_check(const struct lull_producer *prod)
+{
 	if (unlikely(!prod || prod->mode != LULL_RING_MPSC))
 		return -EINVAL;
 	if (unlikely(prod->claimed))
 		return -EBUSY;
-	lane = prod->lane;
-	cap = prod->mask + 1;
-	ret = batch_check(prod, src);
-	if (unlikely(ret < 0))
-		return ret;
+	return 0;
+}
+
+/*
+ * An MPSC producer claims a checked batch with one CAS on the shared
+ * tail, as mpsc_reserve() does one record (ring_mpsc.c, which explains
+ * the orders); a wrap before the first record is published at once as
+ * padding, so the gate is the first record.
+ */
+static int mpsc_claim_checked(struct lull_producer *prod,
+			      const struct batch_src *src)
+{
+	struct lull_record_header *hdr;
+	struct lull_lane *lane = prod->lane;
+	uint64_t cap = prod->mask + 1, tail, end, first;
+
 	if (lull__consumer_lost(prod))
 		return -EPIPE;
 	/* Relaxed: the CAS validates it. */
@@ -320,6 +328,18 @@ static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
 		batch_place(prod, src, first, first, end);
 	prod->claim_pos = first;
 	return 0;
+}
+
+static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
+{
+	int ret = mpsc_claim_check(prod);
+
+	if (unlikely(ret < 0))
+		return ret;
+	ret = batch_check(prod, src);
+	if (unlikely(ret < 0))
+		return ret;
+	return mpsc_claim_checked(prod, src);
 }
 
 /* Publish the claim: the gate's release store, then the lane's tail. */
@@ -475,12 +495,12 @@ undo:
 }
 
 /*
- * A lane producer writes @count records of one type and length from an
- * array.  The common case, a batch that neither wraps nor finds the lane
- * full, is one straight pass: the records are consecutive and alike, so
- * room and wrapping are checked once for the whole span, and each record
- * costs its header and its copy.  Anything else is a claim of the batch
- * (which places the padding of a wrap), then the commit.
+ * A lane producer writes a checked array record by record: @count records
+ * of one type and length.  The common case, a span that neither wraps nor
+ * finds the lane full, is one straight pass: room and wrapping are checked
+ * once for the whole span, and each record costs its header and its copy.
+ * Anything else is a claim of the batch (which places the padding of a
+ * wrap), then the commit.
  */
 static int lane_write_array(struct lull_producer *prod,
 			    const struct batch_src *src)
@@ -488,17 +508,11 @@ static int lane_write_array(struct lull_producer *prod,
 	uint64_t tail, total;
 	int ret;
 
-	ret = lane_check(prod);
-	if (unlikely(ret < 0))
-		return ret;
-	ret = batch_check(prod, src);
-	if (unlikely(ret < 0))
-		return ret;
 	total = record_size(src->item_len) * src->count;
 	tail = lane_tail(prod);
 	if (unlikely(lull__wrap_padding(tail, prod->mask, total) ||
 		     !lane_room(prod, tail + total))) {
-		ret = lane_claim(prod, src);
+		ret = lane_claim_checked(prod, src);
 		if (ret == 0)
 			claim_commit(prod);
 		return ret;
@@ -530,7 +544,55 @@ static int array_src(struct batch_src *src, int32_t type, const void *items,
 	return 0;
 }
 
-/* Write an array: on a lane, or (@mpsc) through the shared MPSC lane. */
+/*
+ * Whether an array goes into one record, packed (region.h): two items or
+ * more, of a multiple of 8 bytes each (so that every item is as aligned
+ * as a record's payload), that fit one record together.
+ */
+static bool array_packs(const struct lull_producer *prod,
+			const struct batch_src *src)
+{
+	return src->count > 1 && src->item_len && !(src->item_len & 7) &&
+	       (uint64_t)src->count * src->item_len <=
+		       prod->max_record - LULL_RECORD_HEADER_SIZE -
+			       sizeof(struct lull_array_header);
+}
+
+/*
+ * Write a checked array packed: one record of type LULL_TYPE_ARRAY, its
+ * array header, then the items in one copy.  It is claimed and committed
+ * as any single record, so it is delivered whole; the consumer hands out
+ * its items one by one (ring_read.c).
+ */
+static int array_write_packed(struct lull_producer *prod,
+			      const struct batch_src *src, bool mpsc)
+{
+	size_t bytes = (size_t)src->count * src->item_len;
+	struct lull_claim claim = {
+		.len = (uint32_t)(sizeof(struct lull_array_header) + bytes),
+		.type = LULL_TYPE_ARRAY,
+	};
+	struct batch_src one = { .claims = &claim, .count = 1 };
+	struct lull_array_header *ah;
+	int ret;
+
+	ret = mpsc ? mpsc_claim_checked(prod, &one)
+		   : lane_claim_checked(prod, &one);
+	if (unlikely(ret < 0))
+		return ret;
+	ah = claim.data;
+	ah->item_type = src->item_type;
+	ah->item_len = src->item_len;
+	memcpy(ah + 1, src->items, bytes);
+	claim_commit(prod);
+	return 0;
+}
+
+/*
+ * Write an array: on a lane, or (@mpsc) through the shared MPSC lane;
+ * packed into one record where it can be, else record by record.  Its
+ * checks and errors are a batch's either way.
+ */
 static int array_write(struct lull_producer *prod, int32_t type,
 		       const void *items, size_t item_len, unsigned count,
 		       bool mpsc)
@@ -540,9 +602,17 @@ static int array_write(struct lull_producer *prod, int32_t type,
 
 	if (unlikely(ret < 0))
 		return ret;
+	ret = mpsc ? mpsc_claim_check(prod) : lane_check(prod);
+	if (unlikely(ret < 0))
+		return ret;
+	ret = batch_check(prod, &src);
+	if (unlikely(ret < 0))
+		return ret;
+	if (array_packs(prod, &src))
+		return array_write_packed(prod, &src, mpsc);
 	if (!mpsc)
 		return lane_write_array(prod, &src);
-	ret = mpsc_claim(prod, &src);
+	ret = mpsc_claim_checked(prod, &src);
 	if (ret == 0)
 		claim_commit(prod);
 	return ret;

@@ -10,7 +10,10 @@
  * next lap a header nobody wrote yet reads 0.  It never polls tail, the
  * line the producers write on every record; tail only marks the end for
  * a closing consumer.  A LANES ring has many lanes, taken in turn; the
- * others have one.
+ * others have one.  An array record (region.h) is handed out item by
+ * item, each as a record of its own; a read or a peek that stops inside
+ * one leaves the lane's head at it and the next item's index in the
+ * cursor.
  *
  * Nothing read from the region is trusted: any process that maps it may
  * have written anything anywhere.  Every header is checked before a
@@ -65,25 +68,76 @@ static inline uint64_t record_size(uint64_t mask, uint32_t max_record,
 		return 0;
 	if (type == LULL_TYPE_PADDING)
 		return size;
-	if (unlikely(type < 0 || (uint32_t)length > max_record))
+	if (unlikely((type < 0 && type != LULL_TYPE_ARRAY) ||
+		     (uint32_t)length > max_record))
 		return 0;
 	return size;
 }
 
 /*
+ * The items of an array record (region.h) of @length (header included):
+ * how many, their length and type into *lenp and *typep; or 0 when no
+ * producer wrote this array header: an item type that is not a user's,
+ * an item length that is 0, not a multiple of 8 or above the largest
+ * payload, or items that do not fill the payload exactly.  Read once, as
+ * a header is: what is checked is what is handed out.
+ */
+static inline uint32_t array_items(const struct lull_record_header *hdr,
+				   int32_t length, uint32_t max_record,
+				   uint32_t *lenp, int32_t *typep)
+{
+	const struct lull_array_header *ah = (const void *)(hdr + 1);
+	uint32_t room = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
+	uint32_t len = ah->item_len;
+	int32_t type = ah->item_type;
+
+	if (unlikely(room < sizeof(*ah) || type < 1 || !len || (len & 7) ||
+		     len > max_record - LULL_RECORD_HEADER_SIZE ||
+		     (room - sizeof(*ah)) % len))
+		return 0;
+	*lenp = len;
+	*typep = type;
+	return (room - (uint32_t)sizeof(*ah)) / len;
+}
+
+/* Item @item of an array whose items are @len bytes, as a record. */
+static inline void array_item(struct lull_record *rec,
+			      const struct lull_record_header *hdr,
+			      uint32_t item, uint32_t len, int32_t type)
+{
+	rec->data = (const unsigned char *)(hdr + 1) +
+		    sizeof(struct lull_array_header) + (size_t)item * len;
+	rec->len = len;
+	rec->type = type;
+}
+
+/*
+ * What consuming the record next_record() found does to its lane: the
+ * head moves to @end and the array index there becomes @item (0 but
+ * within an array with items left); @more: it is not its batch's last.
+ */
+struct next_at {
+	uint64_t end;
+	uint32_t item;
+	bool more;
+};
+
+/*
  * Find the next readable record of a lane from its head, skipping
- * padding.  Returns NEXT_RECORD and fills *rec and *endp (the position
- * after it); NEXT_NONE or NEXT_CLAIMED when nothing is readable, with
- * *endp past any padding skipped; -EPROTO for a corrupt header.
+ * padding; in an array, its next item.  Returns NEXT_RECORD and fills
+ * *rec and *at (what consuming it does); NEXT_NONE or NEXT_CLAIMED when
+ * nothing is readable, with at->end past any padding skipped; -EPROTO
+ * for a corrupt header.
  */
 static inline __attribute__((always_inline)) int
 next_record(const struct lull_ring *ring, const struct lull_cursor *cur,
-	    struct lull_record *rec, uint64_t *endp)
+	    struct lull_record *rec, struct next_at *at)
 {
 	const uint64_t stop = walk_stop(ring, cur);
 	struct lull_record_header *hdr;
 	uint64_t pos = cur->head, size;
-	int32_t length, type;
+	int32_t raw, length, type, item_type;
+	uint32_t items, item, item_len;
 
 	/*
 	 * A batch zeroes what it consumed only at its end, so a batch that
@@ -99,41 +153,48 @@ next_record(const struct lull_ring *ring, const struct lull_cursor *cur,
 		 * claim_commit(), or a padding).  Zero: not written yet;
 		 * negative: claimed, not committed (MPSC).
 		 */
-		length = atomic_load_explicit(&hdr->length,
-					      memory_order_acquire);
-		if (length <= 0) {
-			*endp = pos;
-			return length < 0 ? NEXT_CLAIMED : NEXT_NONE;
+		raw = atomic_load_explicit(&hdr->length, memory_order_acquire);
+		if (raw <= 0) {
+			at->end = pos;
+			return raw < 0 ? NEXT_CLAIMED : NEXT_NONE;
 		}
-		length &= LULL_LENGTH_MASK;
+		length = raw & LULL_LENGTH_MASK;
 		/* Read once: what is checked is what is handed out. */
 		type = hdr->type;
 		size = record_size(ring->mask, ring->max_record, pos, stop,
 				   length, type);
 		if (unlikely(!size))
 			return -EPROTO; /* corrupt region */
-		if (type != LULL_TYPE_PADDING) {
+		if (type == LULL_TYPE_PADDING) {
+			pos += size;
+			continue;
+		}
+		at->end = pos + size;
+		at->item = 0;
+		at->more = raw & LULL_LENGTH_BATCH_MORE;
+		if (type != LULL_TYPE_ARRAY) {
 			rec->data = hdr + 1;
 			rec->len = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
 			rec->type = type;
-			*endp = pos + size;
 			return NEXT_RECORD;
 		}
-		pos += size;
+		/* The items before cur->item were taken, if it is at head. */
+		item = pos == cur->head ? cur->item : 0;
+		items = array_items(hdr, length, ring->max_record, &item_len,
+				    &item_type);
+		if (unlikely(item >= items))
+			return -EPROTO; /* no array, or shorter than taken */
+		array_item(rec, hdr, item, item_len, item_type);
+		if (item + 1 < items) {
+			/* Consuming it leaves the head at the array. */
+			at->end = pos;
+			at->item = item + 1;
+			at->more = true;
+		}
+		return NEXT_RECORD;
 	}
-	*endp = pos;
+	at->end = pos;
 	return NEXT_NONE;
-}
-
-/* Whether a record handed out is not the last of its batch. */
-static inline bool record_more(const struct lull_record *rec)
-{
-	const struct lull_record_header *hdr =
-		(const struct lull_record_header *)rec->data - 1;
-
-	/* Relaxed: acquired when the record was found; nobody writes it. */
-	return atomic_load_explicit(&hdr->length, memory_order_relaxed) &
-	       LULL_LENGTH_BATCH_MORE;
 }
 
 /*
@@ -376,7 +437,9 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 	struct lull_record rec;
 	uint64_t pos = head, size;
 	unsigned count = rd->count;
-	int32_t raw, length, type;
+	/* The array index in the record at pos: items before it are taken. */
+	uint32_t item = cur->item, items, item_len;
+	int32_t raw, length, type, item_type;
 	int verdict, ret = 0;
 	bool handed = false, more = false;
 
@@ -403,6 +466,44 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 		}
 		if (type == LULL_TYPE_PADDING) {
 			pos += size;
+			item = 0;
+			continue;
+		}
+		if (type == LULL_TYPE_ARRAY) {
+			/* Its items, one by one, as records of their own. */
+			items = array_items(hdr, length, max_record, &item_len,
+					    &item_type);
+			if (unlikely(item >= items)) {
+				ret = -EPROTO; /* no array, or too short */
+				break;
+			}
+			verdict = LULL_READ_CONTINUE;
+			while (item < items && count < limit &&
+			       verdict == LULL_READ_CONTINUE) {
+				array_item(&rec, hdr, item, item_len,
+					   item_type);
+				verdict = fn(&rec, ctx);
+				if (verdict == LULL_READ_KEEP)
+					break;
+				item++;
+				count++;
+				handed = true;
+				/* Until its last item, the array is a batch
+				 * the consumer began. */
+				more = item < items ||
+				       (raw & LULL_LENGTH_BATCH_MORE);
+			}
+			if (item == items) {
+				pos += size;
+				item = 0;
+			}
+			if (verdict != LULL_READ_CONTINUE) {
+				rd->stopped = true;
+				rd->kept = verdict == LULL_READ_KEEP;
+				break;
+			}
+			if (unlikely(discarding) && !more)
+				break;
 			continue;
 		}
 		rec.data = hdr + 1;
@@ -414,6 +515,7 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 			break;
 		}
 		pos += size;
+		item = 0;
 		count++;
 		handed = true;
 		more = raw & LULL_LENGTH_BATCH_MORE;
@@ -428,6 +530,8 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 	if (handed)
 		cur->in_batch = more;
 	lull__consume_to(ring, cur, pos);
+	/* After the head moved (which starts a record at 0): where in it. */
+	cur->item = item;
 	return ret;
 }
 
@@ -536,10 +640,10 @@ LULL_EXPORT int lull_ring_read(struct lull_ring *ring, lull_record_fn fn,
 /*
  * The next thing to hand out for the cold callers: a record (1, of lane
  * *lanep), the fatal or poison record (2), a death notice (3), nothing (0)
- * or -EPIPE / -EPROTO.  *endp is where the lane's head goes once it is consumed.
+ * or -EPIPE / -EPROTO.  *at says what consuming a record does to its lane.
  */
 static int next_any(struct lull_ring *ring, struct lull_record *rec,
-		    uint32_t *lanep, uint64_t *endp)
+		    uint32_t *lanep, struct next_at *at)
 {
 	bool discarding = closure_discarding(ring);
 	uint32_t lane = ring->next_lane;
@@ -554,7 +658,7 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 	for (uint32_t visited = 0; visited < ring->lanes; visited++) {
 		cur = &ring->cursor[lane];
 		if (lane_open_to(ring, cur, discarding)) {
-			found = next_record(ring, cur, rec, endp);
+			found = next_record(ring, cur, rec, at);
 			if (unlikely(found < 0)) {
 				lull__ring_corrupt(ring);
 				return corruption_report(ring);
@@ -565,7 +669,7 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 			}
 			/* Past trailing padding, as a read goes: the end
 			 * of a closing lane may lie behind it. */
-			lull__consume_to(ring, cur, *endp);
+			lull__consume_to(ring, cur, at->end);
 		}
 		if (++lane == ring->lanes)
 			lane = 0;
@@ -576,7 +680,7 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 
 LULL_EXPORT int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec)
 {
-	uint64_t end = 0;
+	struct next_at at = { 0 };
 	uint32_t lane = 0;
 	int found;
 	int ret = consumer_check(ring);
@@ -590,14 +694,16 @@ LULL_EXPORT int lull_ring_peek(struct lull_ring *ring, struct lull_record *rec)
 		*rec = ring->peek_rec;
 		return 0;
 	}
-	found = next_any(ring, rec, &lane, &end);
+	found = next_any(ring, rec, &lane, &at);
 	if (found <= 0)
 		return found < 0 ? found : -EAGAIN;
 	ring->peeked = true;
 	ring->peeked_closure = found == 2;
 	ring->peeked_notice = found == 3;
 	ring->peek_lane = lane;
-	ring->peek_end = end;
+	ring->peek_end = at.end;
+	ring->peek_item = at.item;
+	ring->peek_more = at.more;
 	ring->peek_rec = *rec;
 	return 0;
 }
@@ -623,8 +729,9 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 	}
 	cur = &ring->cursor[ring->peek_lane];
 	/* Committed records do not change until consumed: peek_end holds. */
-	cur->in_batch = record_more(&ring->peek_rec);
+	cur->in_batch = ring->peek_more;
 	lull__consume_to(ring, cur, ring->peek_end);
+	cur->item = ring->peek_item;
 	if (ring->lanes > 1)
 		ring->next_lane = (ring->peek_lane + 1) % ring->lanes;
 	return 0;
@@ -635,7 +742,7 @@ void lull__ring_skip_padding(struct lull_ring *ring)
 	bool discarding = closure_discarding(ring);
 	struct lull_cursor *cur;
 	struct lull_record rec;
-	uint64_t end;
+	struct next_at at;
 	int found;
 
 	if (ring->peeked)
@@ -644,10 +751,10 @@ void lull__ring_skip_padding(struct lull_ring *ring)
 		cur = &ring->cursor[i];
 		if (!lane_open_to(ring, cur, discarding))
 			continue;
-		end = cur->head;
-		found = next_record(ring, cur, &rec, &end);
+		at.end = cur->head;
+		found = next_record(ring, cur, &rec, &at);
 		if (found == NEXT_NONE || found == NEXT_CLAIMED)
-			lull__consume_to(ring, cur, end);
+			lull__consume_to(ring, cur, at.end);
 	}
 }
 
@@ -664,7 +771,8 @@ bool lull__ring_readable(const struct lull_ring *ring)
 	bool discarding = closure_discarding(ring);
 	const struct lull_cursor *cur;
 	struct lull_record rec;
-	uint64_t end, final_tail;
+	struct next_at at;
+	uint64_t final_tail;
 	uint32_t state;
 	int found;
 
@@ -676,8 +784,8 @@ bool lull__ring_readable(const struct lull_ring *ring)
 		cur = &ring->cursor[i];
 		if (!lane_open_to(ring, cur, discarding))
 			continue;
-		end = cur->head;
-		found = next_record(ring, cur, &rec, &end);
+		at.end = cur->head;
+		found = next_record(ring, cur, &rec, &at);
 		if (found == NEXT_RECORD || found < 0)
 			return true; /* a record, or a corrupt one: -EPROTO */
 		/*
@@ -685,7 +793,7 @@ bool lull__ring_readable(const struct lull_ring *ring)
 		 * hold the room a producer waits for, and only the consumer
 		 * frees it (lull__ring_skip_padding(), or a read).
 		 */
-		if (end != cur->head)
+		if (at.end != cur->head)
 			return true;
 	}
 	if (ring->closing >= LULL_CLOSING_CORRUPT)
@@ -706,9 +814,9 @@ bool lull__ring_readable(const struct lull_ring *ring)
 		if (ring->closing == LULL_CLOSING_OPEN &&
 		    !closure_final_tail(ring, cur, &final_tail))
 			return true; /* corrupt: the read says -EPROTO */
-		end = cur->head;
-		(void)next_record(ring, cur, &rec, &end);
-		if (end != final_tail)
+		at.end = cur->head;
+		(void)next_record(ring, cur, &rec, &at);
+		if (at.end != final_tail)
 			return false;
 	}
 	return true;

@@ -62,7 +62,9 @@
 #define MODEL_QUEUE 1024u
 
 struct expect {
-	uint64_t pos; /* where the record's header starts */
+	uint64_t pos;  /* where the record's header starts */
+	uint64_t data; /* where its payload starts */
+	uint64_t end;  /* where the consumer's position goes once it is read */
 	int32_t type;
 	uint32_t len;
 	uint32_t seed;
@@ -131,10 +133,40 @@ static void model_push(struct model *m, int32_t type, size_t len,
 	cr_assert_lt(model_queued(m), MODEL_QUEUE, "model queue overflow");
 	e = &m->q[m->qtail++ % MODEL_QUEUE];
 	e->pos = pos;
+	e->data = pos + LULL_RECORD_HEADER_SIZE;
+	e->end = pos + rec_space(len);
 	e->type = type;
 	e->len = (uint32_t)len;
 	e->seed = seed;
-	m->wpos = pos + rec_space(len);
+	m->wpos = e->end;
+}
+
+/*
+ * @n records of @type and @len written as one array packed into a record
+ * (lull_*_write_array() with alike items of a multiple of 8 bytes that
+ * fit one record): an 8-byte array header after the record's, then the
+ * items back to back; the consumer's position stays at the record until
+ * its last item is read.
+ */
+static void model_push_array(struct model *m, int32_t type, size_t len,
+			     const uint32_t *seeds, unsigned n)
+{
+	size_t bytes = 8 + n * len;
+	uint64_t need, pos = model_start(m, bytes, &need);
+	struct expect *e;
+
+	for (unsigned i = 0; i < n; i++) {
+		cr_assert_lt(model_queued(m), MODEL_QUEUE,
+			     "model queue overflow");
+		e = &m->q[m->qtail++ % MODEL_QUEUE];
+		e->pos = pos;
+		e->data = pos + LULL_RECORD_HEADER_SIZE + 8 + i * len;
+		e->end = i + 1 < n ? pos : pos + rec_space(bytes);
+		e->type = type;
+		e->len = (uint32_t)len;
+		e->seed = seeds[i];
+	}
+	m->wpos = pos + rec_space(bytes);
 }
 
 /* A claim that will never be delivered and stays as padding (MPSC). */
@@ -168,14 +200,14 @@ static void model_check(struct model *m, const struct lull_record *rec)
 	cr_assert_eq((uintptr_t)data % LULL_RECORD_ALIGN, 0,
 		     "record #%llu: payload at %p is not 8-byte aligned",
 		     m->popped, rec->data);
-	off = (size_t)(e->pos & (m->cap - 1));
+	/* From the header: an empty record's payload may be the end. */
+	off = (size_t)(e->pos & (m->cap - 1)) + (size_t)(e->data - e->pos);
 	if (!m->base)
-		m->base = data - LULL_RECORD_HEADER_SIZE - off;
-	cr_assert_eq(data, m->base + off + LULL_RECORD_HEADER_SIZE,
+		m->base = data - off;
+	cr_assert_eq(data, m->base + off,
 		     "record #%llu: payload at data offset %td, expected %zu "
 		     "(a record must not straddle the end; padding fills the "
-		     "gap)", m->popped,
-		     data - m->base, off + LULL_RECORD_HEADER_SIZE);
+		     "gap)", m->popped, data - m->base, off);
 	bad = pattern_mismatch(data, rec->len, e->seed);
 	cr_assert_eq(bad, rec->len,
 		     "record #%llu (%u bytes): payload byte %zu is wrong",
@@ -186,7 +218,7 @@ static void model_pop(struct model *m)
 {
 	const struct expect *e = &m->q[m->qhead++ % MODEL_QUEUE];
 
-	m->rpos = e->pos + rec_space(e->len);
+	m->rpos = e->end;
 	if (m->rpos_hi < m->rpos)
 		m->rpos_hi = m->rpos;
 	m->popped++;
@@ -289,6 +321,32 @@ static void model_drain_mixed(struct model *m, struct lull_ring *ring,
 	model_read(m, ring, 1);
 	model_peek(m, ring);
 }
+
+/*
+ * A handler that answers @action at its @at-th call, CONTINUE otherwise,
+ * checking each record against the model.
+ */
+struct script {
+	struct model *m;
+	unsigned calls;
+	unsigned at;
+	int action;
+};
+
+static int script_handler(const struct lull_record *rec, void *ctx)
+{
+	struct script *s = ctx;
+
+	model_check(s->m, rec);
+	if (++s->calls == s->at) {
+		if (s->action != LULL_READ_KEEP)
+			model_pop(s->m);
+		return s->action;
+	}
+	model_pop(s->m);
+	return LULL_READ_CONTINUE;
+}
+
 
 /* Nothing can be consumed now: read and peek say -EAGAIN. */
 static void expect_nothing(struct lull_ring *ring)
@@ -473,6 +531,20 @@ struct fix {
 	size_t max;
 	struct model m;
 };
+
+/* A read with a struct script handler; its calls checked against the result. */
+static int script_read(struct fix *f, unsigned at, int action,
+		       unsigned limit)
+{
+	struct script s = { .m = &f->m, .at = at, .action = action };
+	int ret = lull_ring_read(f->ring, script_handler, &s, limit);
+
+	if (ret >= 0)
+		cr_assert_eq(s.calls, ret + (action == LULL_READ_KEEP &&
+					     s.calls == at),
+			     "%u handler calls for a read of %d", s.calls, ret);
+	return ret;
+}
 
 static void fix_start(struct fix *f, const struct topo *t,
 		      struct lull_ring *ring, size_t cap)

@@ -228,6 +228,82 @@ Test(hostile, reserved_types_in_the_data_are_eproto, .timeout = TIMEOUT_S)
 	}
 }
 
+/* An array record (region.h) at the start of lane 0: header, items. */
+static void array_put(const struct hostile *h, int32_t length,
+		      int32_t item_type, uint32_t item_len)
+{
+	struct lull_array_header ah = { item_type, item_len };
+
+	memcpy(lane_data(h, 0) + LULL_RECORD_HEADER_SIZE, &ah, sizeof(ah));
+	header_put(h, 0, 0, length, LULL_TYPE_ARRAY);
+}
+
+/* One corrupt array at the start of lane 0: the read and the peek refuse it. */
+static void expect_array_refused(int32_t length, int32_t item_type,
+				 uint32_t item_len)
+{
+	struct lull_record rec;
+	struct hostile h;
+	struct sink s;
+
+	for (int by_peek = 0; by_peek < 2; by_peek++) {
+		hostile_new(&h, by_peek ? LULL_RING_MPSC : LULL_RING_SPSC,
+			    4096);
+		s = (struct sink){ .h = &h };
+		array_put(&h, length, item_type, item_len);
+		if (by_peek)
+			cr_assert_eq(lull_ring_peek(h.ring, &rec), -EPROTO,
+				     "length %d, items %d of %u", length,
+				     item_type, item_len);
+		else
+			cr_assert_eq(lull_ring_read(h.ring, sink_fn, &s, 64),
+				     -EPROTO, "length %d, items %d of %u",
+				     length, item_type, item_len);
+		cr_assert_eq(s.records, 0);
+		expect_fatal_ring(&h, true);
+		hostile_free(&h);
+	}
+}
+
+Test(hostile, an_array_no_producer_writes_is_eproto, .timeout = TIMEOUT_S)
+{
+	/* 8 + 8 + 4 x 16: four items of 16 bytes. */
+	expect_array_refused(80, 0, 16);	 /* a reserved item type */
+	expect_array_refused(80, LULL_TYPE_POISON, 16);
+	expect_array_refused(80, 1, 0);		 /* empty items */
+	expect_array_refused(80, 1, 12);	 /* not a multiple of 8 */
+	expect_array_refused(80, 1, 24);	 /* 64 is no multiple of 24 */
+	expect_array_refused(80, 1, 512);	 /* above the largest payload */
+	expect_array_refused(16, 1, 8);		 /* no item at all */
+	expect_array_refused(12, 1, 8);		 /* no room for its header */
+	expect_array_refused(520, 1, 8);	 /* longer than a record */
+}
+
+/*
+ * A real array read in part, then rewritten shorter under the consumer:
+ * the items it had handed out stay handed, and the next read refuses
+ * the array instead of reading past its new end.
+ */
+Test(hostile, an_array_shortened_under_the_consumer_is_eproto,
+     .timeout = TIMEOUT_S)
+{
+	struct hostile h;
+	struct sink s;
+
+	hostile_new(&h, LULL_RING_SPSC, 4096);
+	s = (struct sink){ .h = &h };
+	array_put(&h, 80, 1, 16);
+	cr_assert_eq(lull_ring_read(h.ring, sink_fn, &s, 3), 3);
+	cr_assert_eq(s.last.len, 16);
+	cr_assert(s.last.data == lane_data(&h, 0) + 16 + 2 * 16);
+	array_put(&h, 48, 1, 16); /* two items now */
+	cr_assert_eq(lull_ring_read(h.ring, sink_fn, &s, 64), -EPROTO);
+	cr_assert_eq(s.records, 3);
+	s.records = 0;
+	expect_fatal_ring(&h, true);
+	hostile_free(&h);
+}
+
 Test(hostile, a_record_across_the_end_of_the_data_is_eproto,
      .timeout = TIMEOUT_S)
 {

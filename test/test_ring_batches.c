@@ -477,18 +477,28 @@ BATCH_TEST(batch_while_a_claim_is_held_is_ebusy, TIMEOUT_S)
 static uint8_t items[MAXB * 128];
 
 /*
+ * Whether write_array packs @n items of @len into one record (region.h):
+ * two or more, a multiple of 8 bytes each, together within the largest
+ * payload after the 8-byte array header.
+ */
+static bool array_packed(uint32_t len, unsigned n)
+{
+	return n > 1 && len && len % 8 == 0 && n * len <= MAX_PAYLOAD - 8;
+}
+
+/*
  * Write @n records of @len bytes and one type as an array through
- * write_array: the model predicts the result as for any batch, and each
- * item carries its own seed's pattern, so the read checks every record
- * against the right part of the buffer.
+ * write_array: the model predicts the result as for any batch, packed
+ * or record by record, and each item carries its own seed's pattern, so
+ * the read checks every record against the right part of the ring.
  */
 static int array_put(struct fix *f, const struct family *b, uint32_t len,
 		     unsigned n)
 {
 	uint32_t lens[MAXB] = { 0 };
 	struct batch bt;
-	uint64_t first, end;
-	bool must, may;
+	uint64_t first, end, need;
+	bool must, may, packed = array_packed(len, n);
 	int ret;
 
 	for (unsigned i = 0; i < n; i++)
@@ -498,7 +508,11 @@ static int array_put(struct fix *f, const struct family *b, uint32_t len,
 		bt.type[i] = bt.type[0];
 		pattern_fill(items + (size_t)i * len, len, bt.seed[i]);
 	}
-	end = batch_end_at(&f->m, &bt, &first);
+	if (packed)
+		end = model_start(&f->m, 8 + n * len, &need) +
+		      rec_space(8 + n * len);
+	else
+		end = batch_end_at(&f->m, &bt, &first);
 	must = end - f->m.rpos <= f->m.cap;
 	may = end - f->m.rpos_hi <= f->m.cap;
 	ret = b->write_array(f->prod, bt.type[0], items, len, n);
@@ -512,7 +526,9 @@ static int array_put(struct fix *f, const struct family *b, uint32_t len,
 		cr_assert(ret == 0 || ret == -EAGAIN, "array = %d", ret);
 	if (ret == 0 && !must)
 		f->m.rpos = f->m.rpos_hi;
-	for (unsigned i = 0; ret == 0 && i < n; i++)
+	if (ret == 0 && packed)
+		model_push_array(&f->m, bt.type[0], len, bt.seed, n);
+	for (unsigned i = 0; ret == 0 && !packed && i < n; i++)
 		model_push(&f->m, bt.type[i], len, bt.seed[i]);
 	return ret;
 }
@@ -578,14 +594,24 @@ BATCH_TEST(array_at_every_offset_is_padded_where_it_wraps, TIMEOUT_S)
 		else
 			model_read_expect(&f.m, f.ring, 16, 9);
 	}
-	/* The last 128 bytes of a full ring take 8 records of 8, not 9. */
+	/*
+	 * The last 128 bytes of a full ring: 8 records of 4 bytes, one by
+	 * one, fit and 9 do not; packed, 14 of 8 bytes fit (8 + 8 + 112).
+	 */
 	model_drain(&f.m, f.ring);
 	advance_to(&f, 0);
 	for (unsigned i = 0; i < 7; i++)
 		fix_put(&f, BY_WRITE, MAX_PAYLOAD);
-	cr_assert_eq(array_put(&f, b, 8, 9), -EAGAIN);
-	cr_assert_eq(array_put(&f, b, 8, 8), 0);
+	cr_assert_eq(array_put(&f, b, 4, 9), -EAGAIN);
+	cr_assert_eq(array_put(&f, b, 4, 8), 0);
 	cr_assert_eq(array_put(&f, b, 0, 1), -EAGAIN);
+	model_drain(&f.m, f.ring);
+	advance_to(&f, 0);
+	for (unsigned i = 0; i < 7; i++)
+		fix_put(&f, BY_WRITE, MAX_PAYLOAD);
+	cr_assert(array_packed(8, 14) && !array_packed(8, 15));
+	cr_assert_eq(array_put(&f, b, 8, 15), -EAGAIN); /* 15 x 16 bytes */
+	cr_assert_eq(array_put(&f, b, 8, 14), 0);
 	model_drain(&f.m, f.ring);
 	fix_fini(&f);
 }
@@ -639,7 +665,24 @@ BATCH_TEST(array_arguments_are_checked, TIMEOUT_S)
  * read began and discards one it did not; a graceful one refuses arrays
  * after it.
  */
-static void immediate_after_array_at(const struct family *b, size_t off)
+static void immediate_after_items(const struct family *b, size_t off)
+{
+	struct fix f;
+
+	fix_init(&f, b->t, CAP);
+	advance_to(&f, off);
+	cr_assert(!array_packed(12, 4));
+	cr_assert_eq(array_put(&f, b, 12, 4), 0);
+	cr_assert_eq(array_put(&f, b, 12, 3), 0);
+	model_read_expect(&f.m, f.ring, 1, 1);
+	cr_assert_eq(lull_ring_shutdown(f.ring, LULL_SHUTDOWN_IMMEDIATE), 0);
+	model_forget(&f.m, 3);
+	cr_assert(model_expect_end(&f.m, f.ring));
+	fix_close(&f);
+}
+
+static void immediate_after_array_at(const struct family *b, size_t off,
+				     bool by_peek)
 {
 	struct fix f;
 
@@ -647,7 +690,10 @@ static void immediate_after_array_at(const struct family *b, size_t off)
 	advance_to(&f, off);
 	cr_assert_eq(array_put(&f, b, 16, 4), 0);
 	cr_assert_eq(array_put(&f, b, 8, 3), 0);
-	model_read_expect(&f.m, f.ring, 1, 1);
+	if (by_peek)
+		model_peek(&f.m, f.ring);
+	else
+		model_read_expect(&f.m, f.ring, 1, 1);
 	cr_assert_eq(lull_ring_shutdown(f.ring, LULL_SHUTDOWN_IMMEDIATE), 0);
 	cr_assert_eq(b->write_array(f.prod, 1, items, 8, 2), -EPIPE);
 	model_forget(&f.m, 3);
@@ -657,8 +703,42 @@ static void immediate_after_array_at(const struct family *b, size_t off)
 
 BATCH_TEST(immediate_shutdown_finishes_an_array_begun_by_a_read, TIMEOUT_S)
 {
-	immediate_after_array_at(b, 0);		/* one straight pass */
-	immediate_after_array_at(b, CAP - 40);	/* padding in its middle */
+	/* Both arrays packed: at offset 0, and behind a padding. */
+	immediate_after_array_at(b, 0, false);
+	immediate_after_array_at(b, CAP - 40, false);
+	immediate_after_array_at(b, 0, true);
+	immediate_after_array_at(b, CAP - 40, true);
+	/* Record by record (12-byte items do not pack): a straight pass,
+	 * and padding in its middle. */
+	immediate_after_items(b, 0);
+	immediate_after_items(b, CAP - 40);
+}
+
+/*
+ * A packed array's items are records to the handler: STOP consumes one
+ * and ends the read, KEEP leaves it first for the next read, a read's
+ * limit or a peek may end between two of them, and the records around
+ * the array keep their places.
+ */
+BATCH_TEST(array_items_obey_the_handlers_verdicts, TIMEOUT_S)
+{
+	struct fix f;
+
+	fix_init(&f, b->t, CAP);
+	fix_put(&f, BY_WRITE, 8);
+	cr_assert(array_packed(8, 10));
+	cr_assert_eq(array_put(&f, b, 8, 10), 0);
+	fix_put(&f, BY_WRITE, 24);
+	cr_assert_eq(script_read(&f, 3, LULL_READ_STOP, 100), 3);
+	cr_assert_eq(script_read(&f, 2, LULL_READ_KEEP, 100), 1);
+	cr_assert_eq(script_read(&f, 1, LULL_READ_KEEP, 100), 0);
+	model_peek(&f.m, f.ring);
+	cr_assert_eq(script_read(&f, 3, LULL_READ_STOP, 3), 3);
+	cr_assert_eq(script_read(&f, 3, LULL_READ_KEEP, 100), 2);
+	/* The array's last item, kept, then the record after it. */
+	model_read_expect(&f.m, f.ring, 100, 2);
+	expect_nothing(f.ring);
+	fix_fini(&f);
 }
 
 /* ========================================================================

@@ -10,41 +10,6 @@
  * Consumer: read batches, handler results, peek/release, role
  */
 
-/* A handler that answers @action at its @at-th call, CONTINUE otherwise. */
-struct script {
-	struct model *m;
-	unsigned calls;
-	unsigned at;
-	int action;
-};
-
-static int script_handler(const struct lull_record *rec, void *ctx)
-{
-	struct script *s = ctx;
-
-	model_check(s->m, rec);
-	if (++s->calls == s->at) {
-		if (s->action != LULL_READ_KEEP)
-			model_pop(s->m);
-		return s->action;
-	}
-	model_pop(s->m);
-	return LULL_READ_CONTINUE;
-}
-
-static int script_read(struct fix *f, unsigned at, int action,
-		       unsigned limit)
-{
-	struct script s = { .m = &f->m, .at = at, .action = action };
-	int ret = lull_ring_read(f->ring, script_handler, &s, limit);
-
-	if (ret >= 0)
-		cr_assert_eq(s.calls, ret + (action == LULL_READ_KEEP &&
-					     s.calls == at),
-			     "%u handler calls for a read of %d", s.calls, ret);
-	return ret;
-}
-
 static void fill_ten(struct fix *f)
 {
 	int i;

@@ -539,6 +539,9 @@ int lull_spsc_abort(struct lull_producer *prod);
  *         record i from @items + i * @item_len (an array of fixed-size
  *         items, as rte_ring_enqueue_burst() or a bulk push takes), and
  *         publish them together; @items may be NULL when @item_len is 0.
+ *         Items of a multiple of 8 bytes that fit one record together are
+ *         packed into it (8 bytes of header for all of them, not for
+ *         each); the consumer still gets one record per item.
  *
  * A batch is delivered whole: the consumer reads its records in order,
  * one by one as any others (and may stop between two of them), but a

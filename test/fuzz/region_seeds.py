@@ -9,7 +9,7 @@ starts from every path the consumer is known to take.
 
 region_read's seeds are scripts (see fuzz_region_read.c for the steps);
 region_open's are whole regions, byte for byte, laid out here as
-lib/region.h says (layout version 4).
+lib/region.h says (layout version 5).
 
 Usage: test/fuzz/region_seeds.py [OUTDIR]   (default test/fuzz/corpus)
 """
@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SPSC, MPSC, LANES = 1, 2, 3
 MORE = 0x40000000
 POISON, FATAL = -1, -2
+ARRAY = -8  # a write_array packed into one record (lib/region.h)
 
 # --- region_read: scripts ------------------------------------------------
 
@@ -134,6 +135,18 @@ def read_seeds():
                          .header(0, 16, -16, 1).read().readable()
                          .header(0, 16, 16, 1).read()
                          .shutdown("graceful").drain())
+    # Packed arrays: three items of 8 bytes read in part, peeked, and
+    # cut by an immediate shutdown; one whose header lies.
+    items = struct.pack("<iI", 5, 8) + b"item-one" + b"item-two" + b"item-thr"
+    s["array"] = (Script("spsc", 256).record(0, 0, items, ARRAY)
+                  .record(0, 40, b"after").read(2).peek().release()
+                  .read().shutdown("graceful").drain())
+    s["array-immediate"] = (Script("mpsc", 256).record(0, 0, items, ARRAY)
+                            .record(0, 40, items, ARRAY).read(1)
+                            .shutdown("immediate").drain())
+    s["array-lies"] = (Script("spsc", 256)
+                       .record(0, 0, struct.pack("<iI", 5, 12) + b"x" * 24,
+                               ARRAY).read().drain())
     s["batch"] = (Script("spsc", 256).record(0, 0, b"a", more=True)
                   .record(0, 16, b"b", more=True).record(0, 32, b"c")
                   .read(1).shutdown("immediate").drain())
