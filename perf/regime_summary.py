@@ -13,7 +13,11 @@ per-round ratios lull-*/peer (lull-spsc against the SPSC peers, lull-mpsc
 and lull-lanes against the others), counting only rounds in which both
 rings saw the same regime.
 
+With --ab OLD NEW it compares two builds instead: each ring's median in
+OLD's rounds and in NEW's, per regime, and their ratio (NEW / OLD).
+
 Usage: perf/regime_summary.py [--split-ns N] FILE...   (default split 300)
+       perf/regime_summary.py [--split-ns N] --ab OLD.json NEW.json
 """
 import json
 import statistics
@@ -27,17 +31,63 @@ def same_class(lull, peer):
     return (lull == "lull-spsc") == (peer in SPSC_PEERS)
 
 
+def results(path):
+    """The result objects of a file of rounds (the round markers left out)."""
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                obj = json.loads(line)
+                if "msgs_per_s" in obj:
+                    yield obj
+
+
+def ab(old, new, split):
+    print("%s -> %s, regimes split at c2c %d ns" % (old, new, split))
+    rates = {}
+    for which, path in (("old", old), ("new", new)):
+        for obj in results(path):
+            regime = "near" if obj["c2c_round_trip_ns"] < split else "far"
+            rates.setdefault((obj["ring"], regime, which), []).append(
+                obj["msgs_per_s"] / 1e6)
+    rings = []
+    for (ring, _, _) in rates:
+        if ring not in rings:
+            rings.append(ring)
+    for regime in ("near", "far"):
+        for ring in rings:
+            o = rates.get((ring, regime, "old"), [])
+            n = rates.get((ring, regime, "new"), [])
+            if o and n:
+                print("  %-4s %-16s old %6.1f (%d runs)  new %6.1f (%d runs)"
+                      "  new/old %.2fx" %
+                      (regime, ring, statistics.median(o), len(o),
+                       statistics.median(n), len(n),
+                       statistics.median(n) / statistics.median(o)))
+
+
 def main(argv):
     split = 300
     files = []
+    compare = False
     i = 0
     while i < len(argv):
         if argv[i] == "--split-ns":
             split = int(argv[i + 1])
             i += 2
             continue
+        if argv[i] == "--ab":
+            compare = True
+            i += 1
+            continue
         files.append(argv[i])
         i += 1
+    if compare:
+        if len(files) != 2:
+            print(__doc__.strip(), file=sys.stderr)
+            return 2
+        ab(files[0], files[1], split)
+        return 0
     if not files:
         print(__doc__.strip(), file=sys.stderr)
         return 2
