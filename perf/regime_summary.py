@@ -48,7 +48,9 @@ def ab(old, new, split):
     for which, path in (("old", old), ("new", new)):
         for obj in results(path):
             regime = "near" if obj["c2c_round_trip_ns"] < split else "far"
-            rates.setdefault((obj["ring"], regime, which), []).append(
+            name = "%s P%d %dB" % (obj["ring"], obj["producers"],
+                                   obj["payload"])
+            rates.setdefault((name, regime, which), []).append(
                 obj["msgs_per_s"] / 1e6)
     rings = []
     for (ring, _, _) in rates:
@@ -59,7 +61,7 @@ def ab(old, new, split):
             o = rates.get((ring, regime, "old"), [])
             n = rates.get((ring, regime, "new"), [])
             if o and n:
-                print("  %-4s %-16s old %6.1f (%d runs)  new %6.1f (%d runs)"
+                print("  %-4s %-22s old %6.1f (%d runs)  new %6.1f (%d runs)"
                       "  new/old %.2fx" %
                       (regime, ring, statistics.median(o), len(o),
                        statistics.median(n), len(n),
