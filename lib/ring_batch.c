@@ -201,19 +201,15 @@ static void array_place(struct lull_producer *prod,
 	const uint64_t size = record_size(src->item_len);
 	const int32_t length =
 		(int32_t)(LULL_RECORD_HEADER_SIZE + src->item_len);
+	const int32_t more = length | LULL_LENGTH_BATCH_MORE;
 	uint64_t pos = start + size;
 
-	prod->claim_length = (uint32_t)(src->count > 1 ?
-						length | LULL_LENGTH_BATCH_MORE :
-						length);
+	prod->claim_length = (uint32_t)(src->count > 1 ? more : length);
 	prod->claim_type = src->item_type;
 	lull__copy_payload(lull__header_at(prod->data, prod->mask, start) + 1,
 			   src->items, src->item_len);
 	for (unsigned i = 1; i < src->count; i++, pos += size) {
-		header_behind_gate(prod, pos,
-				   i + 1 < src->count ?
-					   length | LULL_LENGTH_BATCH_MORE :
-					   length,
+		header_behind_gate(prod, pos, i + 1 < src->count ? more : length,
 				   src->item_type);
 		lull__copy_payload(lull__header_at(prod->data, prod->mask,
 						   pos) + 1,

@@ -267,16 +267,16 @@ static void expect_array_refused(int32_t length, int32_t item_type,
 
 Test(hostile, an_array_no_producer_writes_is_eproto, .timeout = TIMEOUT_S)
 {
-	/* 8 + 8 + 4 x 16: four items of 16 bytes. */
-	expect_array_refused(80, 0, 16);	 /* a reserved item type */
+	/* 8 + 8 + 4 x 16: four items of 16 bytes, but: */
+	expect_array_refused(80, 0, 16);   /* a reserved item type */
 	expect_array_refused(80, LULL_TYPE_POISON, 16);
-	expect_array_refused(80, 1, 0);		 /* empty items */
-	expect_array_refused(80, 1, 12);	 /* not a multiple of 8 */
-	expect_array_refused(80, 1, 24);	 /* 64 is no multiple of 24 */
-	expect_array_refused(80, 1, 512);	 /* above the largest payload */
-	expect_array_refused(16, 1, 8);		 /* no item at all */
-	expect_array_refused(12, 1, 8);		 /* no room for its header */
-	expect_array_refused(520, 1, 8);	 /* longer than a record */
+	expect_array_refused(80, 1, 0);    /* empty items */
+	expect_array_refused(80, 1, 12);   /* not a multiple of 8 */
+	expect_array_refused(80, 1, 24);   /* 64 is no multiple of 24 */
+	expect_array_refused(80, 1, 512);  /* above the largest payload */
+	expect_array_refused(16, 1, 8);    /* no item at all */
+	expect_array_refused(12, 1, 8);    /* no room for its header */
+	expect_array_refused(520, 1, 8);   /* longer than a record */
 }
 
 /*

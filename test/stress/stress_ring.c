@@ -643,13 +643,12 @@ static unsigned send_batch(struct producer *p, uint64_t seq)
 		if (by_claim)
 			ret = spsc ? lull_spsc_claim_batch(p->prod, claims, n)
 				   : lull_mpsc_claim_batch(p->prod, claims, n);
+		else if (by_array && spsc)
+			ret = lull_spsc_write_array(p->prod, recs[0].type,
+						    p->batch_buf, recs[0].len, n);
 		else if (by_array)
-			ret = spsc ? lull_spsc_write_array(p->prod, recs[0].type,
-							   p->batch_buf,
-							   recs[0].len, n)
-				   : lull_mpsc_write_array(p->prod, recs[0].type,
-							   p->batch_buf,
-							   recs[0].len, n);
+			ret = lull_mpsc_write_array(p->prod, recs[0].type,
+						    p->batch_buf, recs[0].len, n);
 		else
 			ret = spsc ? lull_spsc_write_batch(p->prod, recs, n)
 				   : lull_mpsc_write_batch(p->prod, recs, n);
