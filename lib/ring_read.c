@@ -52,10 +52,12 @@ static inline uint64_t walk_stop(const struct lull_ring *ring,
  *   - across the end of the data area (a record there is moved to offset
  *     0 behind a padding), or past @stop, over the records of the next
  *     lap or past the final tail;
- *   - a user record longer than the largest record (@max_record: header
- *     and payload), where a padding may be anything up to the end;
- *   - a reserved type other than padding: the fatal and poison records
- *     come from the consumer itself, never from the data area.
+ *   - a user record or an array longer than the largest record
+ *     (@max_record: header and payload), where a padding may be anything
+ *     up to the end;
+ *   - a reserved type other than padding and array: the fatal and poison
+ *     records come from the consumer itself, never from the data area.
+ * An array's own header is checked apart (array_items()).
  */
 static inline uint64_t record_size(uint64_t mask, uint32_t max_record,
 				   uint64_t pos, uint64_t stop, int32_t length,
