@@ -140,7 +140,7 @@ struct lull_producer {
 	uint32_t consumer_word_ok;
 	uint64_t claim_retries; /* MPSC: claim CASes that lost a race */
 	bool asym_barrier;   /* LULL_REGION_ASYM_BARRIER */
-	int32_t pid;         /* ours, to tell whether wake_fd is usable */
+	int32_t pid;         /* ours: the process that attached it */
 	/* LULL_PRODUCER_THREAD: the owner thread's list of bound producers */
 	bool thread_bound;
 	pthread_t owner;

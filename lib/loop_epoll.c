@@ -257,9 +257,9 @@ static int epoll_signals(struct lull_loop *loop)
 }
 
 /* Producers of this ring write the loop's eventfd. */
-static void epoll_ring_attached(struct lull_loop *loop, struct loop_ring *lr)
+static int epoll_ring_attached(struct lull_loop *loop, struct loop_ring *lr)
 {
-	lull__wake_fd_set(lr->ring->region, loop->kick_fd);
+	return lull__wake_fd_set(lr->ring->region, loop->kick_fd);
 }
 
 static bool epoll_ring_detached(struct lull_loop *loop, struct loop_ring *lr)

@@ -202,7 +202,7 @@ struct loop_backend {
 	/* loop->sigfd was opened: watch it.  Returns 0 or an error. */
 	int (*signals)(struct lull_loop *loop);
 	/* @lr was attached: make its producers' wake-ups reach the loop. */
-	void (*ring_attached)(struct lull_loop *loop, struct loop_ring *lr);
+	int (*ring_attached)(struct lull_loop *loop, struct loop_ring *lr);
 	/*
 	 * @lr was detached.  Returns true when the backend still refers to
 	 * it and frees it itself later, false when the core frees it now.

@@ -25,8 +25,7 @@ static void ring_unhook(struct lull_loop *loop, struct loop_ring *lr)
 {
 	struct lull_region *region = lr->ring->region;
 
-	if (atomic_load_explicit(&region->wake_fd, memory_order_relaxed) ==
-	    loop->kick_fd)
+	if (lull__wake_fd_of(region) == loop->kick_fd)
 		lull__wake_fd_set(region, -1);
 	lull__park_end(lr->ring);
 	lull__bridge_stop(lr->bridge);
@@ -153,10 +152,16 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 			return ret;
 		}
 	}
+	if (!lr->bridge) {
+		ret = loop->be->ring_attached(loop, lr);
+		if (ret < 0) {
+			free(lr->watch);
+			free(lr);
+			return ret;
+		}
+	}
 	loop->rings[loop->nrings++] = lr;
 	ring->loop = loop;
-	if (!lr->bridge)
-		loop->be->ring_attached(loop, lr);
 	recompute_asym(loop);
 	if (lr->watch && loop->running)
 		watch_arm(loop, lr->watch);

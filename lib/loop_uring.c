@@ -179,18 +179,19 @@ static int uring_signals(struct lull_loop *loop)
 }
 
 /* uring-futex: the park word itself is watched, with a futex wait. */
-static void uring_futex_ring_attached(struct lull_loop *loop,
-				      struct loop_ring *lr)
+static int uring_futex_ring_attached(struct lull_loop *loop,
+				     struct loop_ring *lr)
 {
 	(void)loop;
 	(void)lr;
+	return 0;
 }
 
 /* uring-eventfd: producers of this ring write the loop's eventfd. */
-static void uring_eventfd_ring_attached(struct lull_loop *loop,
-					struct loop_ring *lr)
+static int uring_eventfd_ring_attached(struct lull_loop *loop,
+				       struct loop_ring *lr)
 {
-	lull__wake_fd_set(lr->ring->region, loop->kick_fd);
+	return lull__wake_fd_set(lr->ring->region, loop->kick_fd);
 }
 
 static bool uring_ring_detached(struct lull_loop *loop, struct loop_ring *lr)

@@ -62,9 +62,8 @@ int lull__ring_eventfd(struct lull_ring *ring)
 			return (int)fd;
 		ring->eventfd = (int)fd;
 	}
-	if (atomic_load_explicit(&ring->region->wake_fd,
-				 memory_order_relaxed) != ring->eventfd)
-		lull__wake_fd_set(ring->region, ring->eventfd);
+	if (lull__wake_fd_of(ring->region) != ring->eventfd)
+		return lull__wake_fd_set(ring->region, ring->eventfd);
 	return 0;
 }
 

@@ -44,11 +44,11 @@
 void lull__wake(struct lull_producer *prod, uint32_t seen);
 
 /*
- * Wake a consumer that the park word says is parked (@seen), on behalf of
- * process @pid: the producers' wake-up, also used by shutdown.
+ * Wake a consumer that the park word says is parked (@seen): the
+ * producers' wake-up, also used by shutdown.  An eventfd park is woken
+ * only through the eventfd this process published for the region.
  */
-void lull__wake_region(struct lull_region *region, uint32_t seen,
-		       int32_t pid);
+void lull__wake_region(struct lull_region *region, uint32_t seen);
 
 /*
  * The consumer wakes its own park (@seen), armed on an io_uring: a futex
@@ -193,10 +193,19 @@ bool lull__park_finish(struct lull_ring *ring, bool timed_out);
  */
 uint64_t lull__safety_ns(uint64_t configured_ns);
 
-/* Consumer: make sure ring->eventfd exists and is the region's wake_fd. */
+/* Consumer: make sure ring->eventfd exists and is published (wake.c). */
 int lull__ring_eventfd(struct lull_ring *ring);
 
-/* Consumer: publish @fd as this region's eventfd, or withdraw it (-1). */
-void lull__wake_fd_set(struct lull_region *region, int fd);
+/*
+ * Consumer: publish @fd as this region's eventfd in this process, or
+ * withdraw it (-1: then no wake-up writes it any more, and it may be
+ * closed).  Returns 0, or -ENOMEM when the process has too many published
+ * already (wake.c).  Wake-ups write only what was published here, never
+ * the region's wake_fd.
+ */
+int lull__wake_fd_set(struct lull_region *region, int fd);
+
+/* The eventfd this process published for @region, or -1. */
+int lull__wake_fd_of(const struct lull_region *region);
 
 #endif /* LULL_PRIVATE_PARK_H */

@@ -140,8 +140,9 @@ struct lull_region {
 	 * written only on the wake path.
 	 *   park      LULL_PARK_AWAKE, or how the consumer sleeps; the futex
 	 *             word of the futex backends
-	 *   wake_fd   the eventfd to write for LULL_PARK_EVENTFD, valid in
-	 *             process wake_pid; -1 when none
+	 *   wake_fd   the eventfd published for LULL_PARK_EVENTFD in process
+	 *             wake_pid, -1 when none: for the record only, never
+	 *             read back (wake.c keeps the process's own table)
 	 *   wakers    unused: the producers between reading wake_fd and
 	 *             writing to it are counted in their process (wake.c),
 	 *             where no other process can hold the count up

@@ -433,8 +433,7 @@ LULL_EXPORT int lull_ring_destroy(struct lull_ring *ring)
 	    ring->loop || ring->uring_pending)
 		return -EBUSY;
 	if (ring->eventfd >= 0) {
-		if (atomic_load_explicit(&ring->region->wake_fd,
-					 memory_order_relaxed) == ring->eventfd)
+		if (lull__wake_fd_of(ring->region) == ring->eventfd)
 			lull__wake_fd_set(ring->region, -1);
 		close(ring->eventfd);
 	}

@@ -62,7 +62,7 @@ uint32_t lull__shutdown(struct lull_region *region, uint32_t mode,
 	 */
 	seen = atomic_load_explicit(&region->park, memory_order_seq_cst);
 	if (seen != LULL_PARK_AWAKE)
-		lull__wake_region(region, seen, (int32_t)getpid());
+		lull__wake_region(region, seen);
 	shutdown_wake_waiters(region);
 	return old;
 }

@@ -8,6 +8,7 @@
  */
 #include <linux/membarrier.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 
 #include "park.h"
@@ -40,6 +41,62 @@ void lull__space_wake(struct lull_region *region)
  * good.
  */
 static _Atomic uint32_t eventfd_writers;
+
+/*
+ * The eventfds this process published, by region: what a wake-up writes.
+ * Never the region's wake_fd, which anyone sharing the region may point at
+ * any descriptor of this process (a socket, a file, a pipe whose reader is
+ * gone): a producer of another process that did so would make this one
+ * write 8 bytes there, or die of SIGPIPE.  A region with no entry here has
+ * no consumer parked on an eventfd in this process, and its eventfd wakes
+ * are skipped, as they always were for another process's consumer.
+ *
+ * An open-addressing table, probed linearly from the region's hash.
+ * Publishers (consumers, loops) take the lock; wakers read without it:
+ * a slot's fd is stored before its region (release), and a withdrawn
+ * slot keeps a tombstone so that the probes past it still find theirs.
+ */
+#define WAKE_FD_SLOTS 4096u
+#define WAKE_FD_TOMBSTONE ((struct lull_region *)1)
+
+struct wake_fd_slot {
+	_Atomic(struct lull_region *) region;
+	_Atomic int fd;
+};
+
+static struct wake_fd_slot wake_fds[WAKE_FD_SLOTS];
+static pthread_mutex_t wake_fds_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned wake_fd_hash(const struct lull_region *region)
+{
+	uint64_t h = (uint64_t)(uintptr_t)region * 0x9e3779b97f4a7c15ull;
+
+	return (unsigned)(h >> 40) & (WAKE_FD_SLOTS - 1);
+}
+
+/* @region's slot, or NULL; with @free_slot, the first reusable one too. */
+static struct wake_fd_slot *wake_fd_find(const struct lull_region *region,
+					 struct wake_fd_slot **free_slot)
+{
+	unsigned at = wake_fd_hash(region);
+	struct lull_region *r;
+
+	for (unsigned i = 0; i < WAKE_FD_SLOTS; i++) {
+		struct wake_fd_slot *slot = &wake_fds[(at + i) &
+						      (WAKE_FD_SLOTS - 1)];
+
+		/* Pairs with the release store of a slot's region. */
+		r = atomic_load_explicit(&slot->region, memory_order_acquire);
+		if (r == region)
+			return slot;
+		if (free_slot && !*free_slot &&
+		    (r == NULL || r == WAKE_FD_TOMBSTONE))
+			*free_slot = slot;
+		if (r == NULL)
+			break; /* the end of this probe */
+	}
+	return NULL;
+}
 
 /* The wake claim: exactly one waker moves the park word from @seen. */
 static bool wake_claim(struct lull_region *region, uint32_t seen)
@@ -81,9 +138,9 @@ static void eventfd_write(int fd)
  * shutdown) may get here for the same park; the CAS lets exactly one of
  * them wake it.
  */
-void lull__wake_region(struct lull_region *region, uint32_t seen,
-		       int32_t pid)
+void lull__wake_region(struct lull_region *region, uint32_t seen)
 {
+	struct wake_fd_slot *slot;
 	int fd;
 
 	/*
@@ -95,9 +152,7 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 	 * parked on through its futex (the model's eventfd-other-process
 	 * check shows the hang).
 	 */
-	if (seen == LULL_PARK_EVENTFD &&
-	    atomic_load_explicit(&region->wake_pid, memory_order_relaxed) !=
-		    pid)
+	if (seen == LULL_PARK_EVENTFD && !wake_fd_find(region, NULL))
 		return;
 	/* wake_claim */
 	if (!wake_claim(region, seen))
@@ -114,8 +169,10 @@ void lull__wake_region(struct lull_region *region, uint32_t seen,
 		 */
 		atomic_fetch_add_explicit(&eventfd_writers, 1,
 					  memory_order_seq_cst);
-		fd = atomic_load_explicit(&region->wake_fd,
-					  memory_order_seq_cst);
+		slot = wake_fd_find(region, NULL);
+		fd = slot ? atomic_load_explicit(&slot->fd,
+						 memory_order_seq_cst)
+			  : -1;
 		if (fd >= 0)
 			eventfd_write(fd);
 		/* Pairs with the seq_cst load in lull__wake_fd_set(): the
@@ -144,17 +201,42 @@ void lull__wake_own(struct lull_ring *ring, uint32_t seen)
 
 void lull__wake(struct lull_producer *prod, uint32_t seen)
 {
-	lull__wake_region(prod->region, seen, prod->pid);
+	lull__wake_region(prod->region, seen);
 }
 
-void lull__wake_fd_set(struct lull_region *region, int fd)
+int lull__wake_fd_set(struct lull_region *region, int fd)
 {
+	struct wake_fd_slot *slot, *free_slot = NULL;
+
+	pthread_mutex_lock(&wake_fds_lock);
+	slot = wake_fd_find(region, &free_slot);
+	if (!slot && fd >= 0) {
+		if (!free_slot) {
+			/* The table is full: out of memory, of a kind. */
+			pthread_mutex_unlock(&wake_fds_lock);
+			return -ENOMEM;
+		}
+		slot = free_slot;
+		/* Relaxed: published by the release store of region. */
+		atomic_store_explicit(&slot->fd, fd, memory_order_relaxed);
+		/* Pairs with the acquire load in wake_fd_find(). */
+		atomic_store_explicit(&slot->region, region,
+				      memory_order_release);
+	} else if (slot) {
+		/* Pairs with the seq_cst RMW and load in lull__wake_region(). */
+		atomic_store_explicit(&slot->fd, fd, memory_order_seq_cst);
+		if (fd < 0)
+			/* Relaxed: wakers that still match read fd -1. */
+			atomic_store_explicit(&slot->region, WAKE_FD_TOMBSTONE,
+					      memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&wake_fds_lock);
+	/* For the record only: nothing of lull's reads these back. */
 	atomic_store_explicit(&region->wake_pid, (int32_t)getpid(),
 			      memory_order_relaxed);
-	/* Pairs with the seq_cst RMW and load in lull__wake_region(). */
-	atomic_store_explicit(&region->wake_fd, fd, memory_order_seq_cst);
+	atomic_store_explicit(&region->wake_fd, fd, memory_order_relaxed);
 	if (fd >= 0)
-		return;
+		return 0;
 	/*
 	 * Withdrawn: a producer that read the old descriptor may still be
 	 * writing to it.  Wake-ups are one system call long, so waiting for
@@ -162,6 +244,16 @@ void lull__wake_fd_set(struct lull_region *region, int fd)
 	 */
 	while (atomic_load_explicit(&eventfd_writers, memory_order_seq_cst))
 		sched_yield();
+	return 0;
+}
+
+int lull__wake_fd_of(const struct lull_region *region)
+{
+	struct wake_fd_slot *slot = wake_fd_find(region, NULL);
+
+	/* Relaxed: the publisher's own question, under its own updates. */
+	return slot ? atomic_load_explicit(&slot->fd, memory_order_relaxed)
+		    : -1;
 }
 
 int lull__barrier_heavy(bool asym)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_loop_many_rings.c - the Criterion suite loop: a thousand rings on
- * one loop, and a coalescing window that takes a stream of records
- * without wake-up calls.
+ * one loop, a coalescing window that takes a stream of records without
+ * wake-up calls, and the process's table of published eventfds.
  * Run once per loop backend (LOOP_TEST); the fixture is loop_fix.h.
  */
 #include "loop_fix.h"
@@ -408,3 +408,82 @@ LOOP_TEST(coalesce_window_takes_a_stream_without_wake_calls, .timeout = 10)
 	loop_free(c.loop);
 }
 
+
+/* --- the process's table of eventfds ------------------------------------ */
+
+#define TABLE_RINGS 4096u /* wake.c's WAKE_FD_SLOTS */
+
+static int noop_handler(const struct lull_record *record, void *ctx)
+{
+	(void)record;
+	(void)ctx;
+	return LULL_READ_CONTINUE;
+}
+
+/* The helper's action: one record through producer @h->ctx. */
+static void write_one(struct helper *h)
+{
+	check_eq(lull_spsc_write(h->ctx, 1, "x", 1), 0);
+}
+
+/* The ring attached last: its record stops the loop (@ctx). */
+static int stop_handler(const struct lull_record *record, void *ctx)
+{
+	if (record->type == 1)
+		lull_loop_stop(ctx);
+	return LULL_READ_CONTINUE;
+}
+
+/*
+ * On the eventfd backends each ring's producers wake the loop's eventfd,
+ * which the process publishes for the ring in a table of its own (never
+ * in the region, which anyone sharing it may rewrite).  The table holds
+ * 4096 rings: the one past that is -ENOMEM and attaches nothing, one
+ * detached makes room again, and the ring attached last wakes the loop
+ * from its sleep.
+ * uring-futex publishes nothing and takes them all.
+ */
+LOOP_TEST(the_process_publishes_4096_eventfd_rings_and_refuses_the_next,
+	  .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	bool eventfd = backend != LULL_BACKEND_URING_FUTEX;
+	struct lull_ring **rings = calloc(TABLE_RINGS + 1, sizeof(*rings));
+	struct lull_loop *loop = loop_new(backend, 0);
+	struct lull_producer *prod;
+	struct lull_loop_stats st;
+	struct helper h;
+
+	cr_assert_not_null(rings);
+	for (unsigned i = 0; i <= TABLE_RINGS; i++)
+		rings[i] = ring_new(LULL_RING_SPSC, 4096);
+	for (unsigned i = 0; i < TABLE_RINGS; i++)
+		check_eq(lull_loop_attach(loop, rings[i], noop_handler, NULL,
+					  0),
+			 0);
+	check_eq(lull_loop_attach(loop, rings[TABLE_RINGS], noop_handler,
+				  NULL, 0),
+		 eventfd ? -ENOMEM : 0);
+	if (eventfd) {
+		/* Nothing of it was attached: detach says so. */
+		check_eq(lull_loop_detach(loop, rings[TABLE_RINGS]), -ENOENT);
+		check_eq(lull_loop_detach(loop, rings[0]), 0);
+	} else {
+		check_eq(lull_loop_detach(loop, rings[TABLE_RINGS]), 0);
+	}
+	check_eq(lull_loop_attach(loop, rings[TABLE_RINGS], stop_handler, loop,
+				  0),
+		 0);
+	/* Written once the loop sleeps: only its wake-up ends the run. */
+	check_eq(lull_producer_attach(rings[TABLE_RINGS], 0, &prod), 0);
+	helper_start(&h, loop, write_one, prod);
+	run_loop(loop);
+	helper_join(&h);
+	st = loop_stats(loop);
+	check_op(st.records, >=, 1);
+	check_eq(lull_producer_detach(prod), 0);
+	loop_free(loop);
+	for (unsigned i = 0; i <= TABLE_RINGS; i++)
+		check_eq(lull_ring_destroy(rings[i]), 0);
+	free(rings);
+}

@@ -496,15 +496,17 @@ static bool pipe_written(int fd)
 	return read(fd, &c, 1) > 0;
 }
 
-Test(hostile, the_consumer_never_writes_the_regions_wake_fd,
+Test(hostile, nothing_in_the_process_writes_the_regions_wake_fd,
      .timeout = TIMEOUT_S)
 {
 	struct hostile h;
 	struct sink s;
 	int fds[2];
 
+	struct lull_producer *prod;
+
 	cr_assert_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 5; i++) {
 		hostile_new(&h, LULL_RING_SPSC, 256);
 		s = (struct sink){ .h = &h };
 		/*
@@ -518,11 +520,23 @@ Test(hostile, the_consumer_never_writes_the_regions_wake_fd,
 			header_put(&h, 0, 0, 2000, 1);
 			cr_assert_eq(lull_ring_read(h.ring, sink_fn, &s, 8),
 				     -EPROTO);
-		} else {
+		} else if (i == 1) {
 			cr_assert_eq(lull_ring_close(h.ring), 0);
+		} else if (i == 2) {
+			/* Any thread of the process may shut it down. */
+			cr_assert_eq(lull_ring_shutdown(
+					     h.ring, LULL_SHUTDOWN_GRACEFUL),
+				     0);
+		} else if (i == 3) {
+			cr_assert_eq(lull_ring_fatal(h.ring, 5, "engine"), 0);
+		} else {
+			/* A producer of this process, writing. */
+			cr_assert_eq(lull_producer_attach(h.ring, 0, &prod), 0);
+			cr_assert_eq(lull_spsc_write(prod, 1, "x", 1), 0);
+			cr_assert_eq(lull_producer_detach(prod), 0);
 		}
 		cr_assert(!pipe_written(fds[0]),
-			  "the consumer wrote the region's wake_fd");
+			  "case %d: the region's wake_fd was written", i);
 		hostile_free(&h);
 	}
 	close(fds[0]);

@@ -132,8 +132,9 @@ int lull_loop_backend(const struct lull_loop *loop);
  * ring's futex while the loop sleeps and writes the loop's eventfd when
  * woken; it costs that hop per wake-up, and ends at the detach.  Returns
  * 0, -EINVAL, -EPERM (not the consumer handle), -EBUSY (attached already,
- * or parked on an io_uring of the caller's), -ENOMEM, or the error of
- * pthread_create(3) for a bridge (-EAGAIN).
+ * or parked on an io_uring of the caller's), -ENOMEM (also: the process has
+ * 4096 rings on eventfd loops already), or the error of pthread_create(3)
+ * for a bridge (-EAGAIN).
  */
 int lull_loop_attach(struct lull_loop *loop, struct lull_ring *ring,
 		     lull_record_fn fn, void *ctx, unsigned batch);

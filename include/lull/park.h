@@ -238,7 +238,8 @@ int lull_producer_wait(struct lull_producer *prod, size_t len,
  *   come, or lull_ring_close() was called), -EALREADY (a park, or its
  *   cancel, still has CQEs to come), -EBUSY (too few free SQEs, or the
  *   ring is attached to a loop), -EINVAL, -EPERM, an error from setting
- *   up the eventfd, or the error of membarrier(2) should the park barrier
+ *   up the eventfd (-ENOMEM also when the process has 4096 eventfd parks
+ *   already), or the error of membarrier(2) should the park barrier
  *   fail.  A shared ring: -EOPNOTSUPP with the eventfd backend (another
  *   process cannot write it); with the futex backend, producer processes
  *   are not watched here: poll lull_ring_watch_fd() beside the park and
