@@ -66,6 +66,33 @@ struct wake_fd_slot {
 
 static struct wake_fd_slot wake_fds[WAKE_FD_SLOTS];
 static pthread_mutex_t wake_fds_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t wake_fds_once = PTHREAD_ONCE_INIT;
+
+/*
+ * A child of fork() publishes nothing: the eventfds are its parent's
+ * consumers', and the child may close and reuse their numbers.  Its
+ * producers skip eventfd wakes, as another process's always did.  The
+ * child runs alone here, so plain relaxed stores do, and the lock is made
+ * anew in case a thread of the parent held it at the fork.
+ */
+static void wake_fds_forget(void)
+{
+	for (unsigned i = 0; i < WAKE_FD_SLOTS; i++) {
+		atomic_store_explicit(&wake_fds[i].fd, -1,
+				      memory_order_relaxed);
+		atomic_store_explicit(&wake_fds[i].region, NULL,
+				      memory_order_relaxed);
+	}
+	pthread_mutex_init(&wake_fds_lock, NULL);
+}
+
+/* Whether a child of fork() forgets the table: else nothing is entered. */
+static bool wake_fds_fork_safe;
+
+static void wake_fds_setup(void)
+{
+	wake_fds_fork_safe = pthread_atfork(NULL, NULL, wake_fds_forget) == 0;
+}
 
 static unsigned wake_fd_hash(const struct lull_region *region)
 {
@@ -208,11 +235,13 @@ int lull__wake_fd_set(struct lull_region *region, int fd)
 {
 	struct wake_fd_slot *slot, *free_slot = NULL;
 
+	pthread_once(&wake_fds_once, wake_fds_setup);
 	pthread_mutex_lock(&wake_fds_lock);
 	slot = wake_fd_find(region, &free_slot);
 	if (!slot && fd >= 0) {
-		if (!free_slot) {
-			/* The table is full: out of memory, of a kind. */
+		if (!free_slot || !wake_fds_fork_safe) {
+			/* The table is full (or pthread_atfork(3) had no
+			 * memory): out of memory, of a kind. */
 			pthread_mutex_unlock(&wake_fds_lock);
 			return -ENOMEM;
 		}

@@ -657,3 +657,65 @@ Test(process, lull_safety_net_ms_switches_the_safety_net_on,
 {
 	run_in_child(safety_env_child, 20, "LULL_SAFETY_NET_MS");
 }
+
+/*
+ * A child of fork() forgets the eventfds its parent published: the
+ * parent's loop parks on its eventfd for a ring; the child closes that
+ * descriptor, puts a pipe at its number, and shuts the ring down with the
+ * park word saying "asleep on the eventfd".  Nothing may reach the pipe:
+ * the number is no eventfd of the child's any more.
+ */
+static struct lull_ring *fork_ring;
+
+static int fork_forgets_child(char *why, size_t len)
+{
+	char path[64], target[64];
+	int eventfds = 0, fds[2];
+	ssize_t n;
+
+	CHILD_CHECK(pipe2(fds, O_NONBLOCK) == 0, "pipe2: %s", strerror(errno));
+	/* Every eventfd the child inherited becomes the pipe. */
+	for (int fd = 3; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		if (strcmp(target, "anon_inode:[eventfd]") != 0)
+			continue;
+		CHILD_CHECK(dup2(fds[1], fd) == fd, "dup2: %s",
+			    strerror(errno));
+		eventfds++;
+	}
+	CHILD_CHECK(eventfds > 0, "no eventfd among the inherited descriptors");
+	atomic_store(&fork_ring->region->park, LULL_PARK_EVENTFD);
+	CHILD_CHECK(lull_ring_shutdown(fork_ring, LULL_SHUTDOWN_GRACEFUL) == 0,
+		    "lull_ring_shutdown failed");
+	n = read(fds[0], target, sizeof(target));
+	CHILD_CHECK(n < 0 && errno == EAGAIN,
+		    "the parent's eventfd number was written in the child "
+		    "(%zd bytes)", n);
+	return CHILD_OK;
+}
+
+static int noop_record(const struct lull_record *rec, void *ctx)
+{
+	(void)rec;
+	(void)ctx;
+	return LULL_READ_CONTINUE;
+}
+
+Test(process, a_forked_child_writes_no_eventfd_of_its_parent,
+     .timeout = WATCHDOG_S)
+{
+	struct lull_loop_config cfg = { .backend = LULL_BACKEND_EPOLL };
+	struct lull_loop *loop;
+
+	cr_assert_eq(lull_loop_create(&loop, &cfg), 0);
+	cr_assert_eq(lull_ring_create(&fork_ring, 4096, LULL_RING_SPSC), 0);
+	cr_assert_eq(lull_loop_attach(loop, fork_ring, noop_record, NULL, 0), 0);
+	run_in_child(fork_forgets_child, 20, "the forked child");
+	cr_assert_eq(lull_loop_detach(loop, fork_ring), 0);
+	cr_assert_eq(lull_ring_destroy(fork_ring), 0);
+	cr_assert_eq(lull_loop_destroy(loop), 0);
+}
