@@ -13,7 +13,9 @@
  * the whole batch or none of it, and an abort, a shutdown or a dead
  * producer never shows it half.  Every record but the last carries
  * LULL_LENGTH_BATCH_MORE, so that an immediate shutdown never cuts a batch
- * the consumer began (ring_read.c).
+ * the consumer began (ring_read.c).  An array of alike items of a multiple
+ * of 8 bytes goes packed into one record instead (region.h), claimed and
+ * committed as any single one.
  */
 #include <string.h>
 
@@ -243,18 +245,6 @@ static int lane_claim_checked(struct lull_producer *prod,
 	return 0;
 }
 
-static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
-{
-	int ret = lane_check(prod);
-
-	if (unlikely(ret < 0))
-		return ret;
-	ret = batch_check(prod, src);
-	if (unlikely(ret < 0))
-		return ret;
-	return lane_claim_checked(prod, src);
-}
-
 /* The MPSC claim calls' checks: an MPSC producer with no claim. */
 static int mpsc_claim_check(const struct lull_producer *prod)
 {
@@ -263,6 +253,27 @@ static int mpsc_claim_check(const struct lull_producer *prod)
 	if (unlikely(prod->claimed))
 		return -EBUSY;
 	return 0;
+}
+
+/*
+ * A claim call's checks, before anything is touched: the producer's
+ * family and claim (a lane's, or the shared MPSC lane's), then the batch.
+ */
+static int claim_checks(const struct lull_producer *prod,
+			const struct batch_src *src, bool mpsc)
+{
+	int ret = mpsc ? mpsc_claim_check(prod) : lane_check(prod);
+
+	if (unlikely(ret < 0))
+		return ret;
+	return batch_check(prod, src);
+}
+
+static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
+{
+	int ret = claim_checks(prod, src, false);
+
+	return ret < 0 ? ret : lane_claim_checked(prod, src);
 }
 
 /*
@@ -328,14 +339,9 @@ static int mpsc_claim_checked(struct lull_producer *prod,
 
 static int mpsc_claim(struct lull_producer *prod, const struct batch_src *src)
 {
-	int ret = mpsc_claim_check(prod);
+	int ret = claim_checks(prod, src, true);
 
-	if (unlikely(ret < 0))
-		return ret;
-	ret = batch_check(prod, src);
-	if (unlikely(ret < 0))
-		return ret;
-	return mpsc_claim_checked(prod, src);
+	return ret < 0 ? ret : mpsc_claim_checked(prod, src);
 }
 
 /* Publish the claim: the gate's release store, then the lane's tail. */
@@ -598,10 +604,7 @@ static int array_write(struct lull_producer *prod, int32_t type,
 
 	if (unlikely(ret < 0))
 		return ret;
-	ret = mpsc ? mpsc_claim_check(prod) : lane_check(prod);
-	if (unlikely(ret < 0))
-		return ret;
-	ret = batch_check(prod, &src);
+	ret = claim_checks(prod, &src, mpsc);
 	if (unlikely(ret < 0))
 		return ret;
 	if (array_packs(prod, &src))

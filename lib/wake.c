@@ -167,7 +167,9 @@ static void eventfd_write(int fd)
  */
 void lull__wake_region(struct lull_region *region, uint32_t seen)
 {
-	struct wake_fd_slot *slot;
+	const bool futex =
+		seen == LULL_PARK_FUTEX || seen == LULL_PARK_FUTEX_PRIVATE;
+	struct wake_fd_slot *slot = futex ? NULL : wake_fd_find(region, NULL);
 	int fd;
 
 	/*
@@ -179,24 +181,27 @@ void lull__wake_region(struct lull_region *region, uint32_t seen)
 	 * parked on through its futex (the model's eventfd-other-process
 	 * check shows the hang).
 	 */
-	if (seen == LULL_PARK_EVENTFD && !wake_fd_find(region, NULL))
+	if (seen == LULL_PARK_EVENTFD && !slot)
 		return;
 	/* wake_claim */
 	if (!wake_claim(region, seen))
 		return;
 	/* wake */
-	if (seen == LULL_PARK_FUTEX || seen == LULL_PARK_FUTEX_PRIVATE) {
+	if (futex) {
 		wake_futex(region, seen);
 	} else {
 		/*
-		 * seq_cst, with the consumer's seq_cst store of wake_fd and
-		 * load of eventfd_writers in lull__wake_fd_set(): either the
-		 * consumer sees us here and waits before closing the eventfd,
-		 * or we see its -1 and write nothing.
+		 * seq_cst, with the consumer's seq_cst store of the slot's fd
+		 * and load of eventfd_writers in lull__wake_fd_set(): either
+		 * the consumer sees us here and waits before closing the
+		 * eventfd, or we see its -1 and write nothing.  The slot found
+		 * above is read again only now: should it have been withdrawn
+		 * and taken by another region since, its fd is that region's
+		 * published eventfd, open until we are done, and the write is
+		 * one spare wake-up there.
 		 */
 		atomic_fetch_add_explicit(&eventfd_writers, 1,
 					  memory_order_seq_cst);
-		slot = wake_fd_find(region, NULL);
 		fd = slot ? atomic_load_explicit(&slot->fd,
 						 memory_order_seq_cst)
 			  : -1;
