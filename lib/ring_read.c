@@ -13,7 +13,8 @@
  * others have one.  An array record (region.h) is handed out item by
  * item, each as a record of its own; a read or a peek that stops inside
  * one leaves the lane's head at it and the next item's index in the
- * cursor.
+ * cursor.  lull_ring_read_items() hands out an array's items as one run
+ * instead, and every other record as a run of one.
  *
  * Nothing read from the region is trusted: any process that maps it may
  * have written anything anywhere.  Every header is checked before a
@@ -406,6 +407,34 @@ static void closure_consume(struct lull_ring *ring)
 				: LULL_CLOSING_DONE;
 }
 
+/*
+ * What a read hands records to: @rec_fn, one call per record
+ * (lull_ring_read()), or @items_fn, one call per run of items
+ * (lull_ring_read_items()).  Exactly one is set.  Passed by value into
+ * the inlined walks, so each public read compiles to its own loop with
+ * no test of which it is.
+ */
+struct handler {
+	lull_record_fn rec_fn;
+	lull_items_fn items_fn;
+	void *ctx;
+};
+
+/* Hand one record to @h: to an items handler, as a run of one. */
+static inline __attribute__((always_inline)) int
+hand_one(struct handler h, const struct lull_record *rec)
+{
+	struct lull_items run;
+
+	if (!h.items_fn)
+		return h.rec_fn(rec, h.ctx);
+	run.data = rec->data;
+	run.len = rec->len;
+	run.type = rec->type;
+	run.count = 1;
+	return h.items_fn(&run, h.ctx);
+}
+
 /* How a read of one lane ended. */
 struct lane_read {
 	unsigned count; /* records consumed so far in this read */
@@ -414,12 +443,12 @@ struct lane_read {
 };
 
 /*
- * Hand a lane's committed records to @fn until @limit records were
- * consumed in this read, the lane has nothing readable, or @fn ends the
+ * Hand a lane's committed records to @h until @limit records were
+ * consumed in this read, the lane has nothing readable, or @h ends the
  * read; then publish the lane's head.  While @discarding, only the rest
  * of a batch the consumer began.  Returns 0 or -EPROTO.
  *
- * The walk keeps what it needs in locals: @fn is opaque, so the compiler
+ * The walk keeps what it needs in locals: the handler is opaque, so the compiler
  * would read every field of the handle again after each call.  It stops
  * at one position, the end of a lap (a batch zeroes what it consumed
  * only at its end, so a walk that went a whole lap would find its own
@@ -428,8 +457,8 @@ struct lane_read {
  * than a lap ahead of the head.
  */
 static inline __attribute__((always_inline)) int
-read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
-	  void *ctx, unsigned limit, bool discarding, struct lane_read *rd)
+read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
+	  unsigned limit, bool discarding, struct lane_read *rd)
 {
 	unsigned char *data = cur->data;
 	const uint64_t mask = ring->mask, head = cur->head;
@@ -437,8 +466,9 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 	const uint32_t max_record = ring->max_record;
 	struct lull_record_header *hdr;
 	struct lull_record rec;
+	struct lull_items run;
 	uint64_t pos = head, size;
-	unsigned count = rd->count;
+	unsigned count = rd->count, take;
 	/* The array index in the record at pos: items before it are taken. */
 	uint32_t item = cur->item, items, item_len;
 	int32_t raw, length, type, item_type;
@@ -480,11 +510,31 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 				break;
 			}
 			verdict = LULL_READ_CONTINUE;
-			while (item < items && count < limit &&
+			if (h.items_fn) {
+				/* One run: the items left, up to the limit. */
+				take = items - item;
+				if (take > limit - count)
+					take = limit - count;
+				array_item(&rec, hdr, item, item_len,
+					   item_type);
+				run.data = rec.data;
+				run.len = item_len;
+				run.type = item_type;
+				run.count = take;
+				verdict = h.items_fn(&run, h.ctx);
+				if (verdict != LULL_READ_KEEP) {
+					item += take;
+					count += take;
+					handed = true;
+					more = item < items ||
+					       (raw & LULL_LENGTH_BATCH_MORE);
+				}
+			}
+			while (!h.items_fn && item < items && count < limit &&
 			       verdict == LULL_READ_CONTINUE) {
 				array_item(&rec, hdr, item, item_len,
 					   item_type);
-				verdict = fn(&rec, ctx);
+				verdict = h.rec_fn(&rec, h.ctx);
 				if (verdict == LULL_READ_KEEP)
 					break;
 				item++;
@@ -511,7 +561,7 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 		rec.data = hdr + 1;
 		rec.len = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
 		rec.type = type;
-		verdict = fn(&rec, ctx);
+		verdict = hand_one(h, &rec);
 		if (verdict == LULL_READ_KEEP) {
 			rd->stopped = rd->kept = true;
 			break;
@@ -538,8 +588,7 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, lull_record_fn fn,
 }
 
 static inline __attribute__((always_inline)) int
-read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
-	   unsigned limit)
+read_batch(struct lull_ring *ring, struct handler h, unsigned limit)
 {
 	struct lane_read rd = { 0 };
 	struct lull_record rec;
@@ -552,8 +601,8 @@ read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 		if (rd.count == limit || rd.stopped)
 			break;
 		if (lane_open_to(ring, &ring->cursor[lane], discarding)) {
-			found = read_lane(ring, &ring->cursor[lane], fn, ctx,
-					  limit, discarding, &rd);
+			found = read_lane(ring, &ring->cursor[lane], h, limit,
+					  discarding, &rd);
 			if (unlikely(found < 0)) {
 				lull__ring_corrupt(ring);
 				/* What was handed out before counts; the
@@ -577,7 +626,7 @@ read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 	found = closure_next(ring, &rec);
 	if (found <= 0)
 		return found < 0 ? found : -EAGAIN;
-	if (fn(&rec, ctx) == LULL_READ_KEEP)
+	if (hand_one(h, &rec) == LULL_READ_KEEP)
 		return 0;
 	closure_consume(ring);
 	return 1;
@@ -588,22 +637,20 @@ read_batch(struct lull_ring *ring, lull_record_fn fn, void *ctx,
  * claim skipped, its lane freed), and a death notice that is due comes
  * alone, as the fatal and poison records do.
  */
-static __attribute__((noinline)) int read_shared(struct lull_ring *ring,
-						 lull_record_fn fn, void *ctx,
-						 unsigned limit)
+static __attribute__((noinline)) int
+read_shared(struct lull_ring *ring, struct handler h, unsigned limit)
 {
 	struct lull_record rec;
-
 	int n;
 
 	lull__watch_sync(ring, false);
 	if (lull__watch_notice(ring, &rec)) {
-		if (fn(&rec, ctx) == LULL_READ_KEEP)
+		if (hand_one(h, &rec) == LULL_READ_KEEP)
 			return 0;
 		lull__watch_notice_consume(ring);
 		return 1;
 	}
-	n = read_batch(ring, fn, ctx, limit);
+	n = read_batch(ring, h, limit);
 	/*
 	 * The read may have stopped at a dead producer's claim: skip it now,
 	 * so that a consumer about to park finds what lies behind it (and
@@ -623,20 +670,45 @@ static inline int consumer_check(const struct lull_ring *ring)
 	return 0;
 }
 
-LULL_EXPORT int lull_ring_read(struct lull_ring *ring, lull_record_fn fn,
-			       void *ctx, unsigned limit)
+/* The checks both reads make; @limit capped so the count fits an int. */
+static inline int read_check(const struct lull_ring *ring, bool has_fn,
+			     unsigned *limit)
 {
 	int ret = consumer_check(ring);
 
 	if (unlikely(ret < 0))
 		return ret;
-	if (unlikely(!fn || !limit || ring->peeked))
+	if (unlikely(!has_fn || !*limit || ring->peeked))
 		return -EINVAL;
-	if (limit > INT32_MAX)
-		limit = INT32_MAX;
+	if (*limit > INT32_MAX)
+		*limit = INT32_MAX;
+	return 0;
+}
+
+LULL_EXPORT int lull_ring_read(struct lull_ring *ring, lull_record_fn fn,
+			       void *ctx, unsigned limit)
+{
+	const struct handler h = { .rec_fn = fn, .ctx = ctx };
+	int ret = read_check(ring, fn != NULL, &limit);
+
+	if (unlikely(ret < 0))
+		return ret;
 	if (unlikely(ring->flags & LULL_REGION_SHARED))
-		return read_shared(ring, fn, ctx, limit);
-	return read_batch(ring, fn, ctx, limit);
+		return read_shared(ring, h, limit);
+	return read_batch(ring, h, limit);
+}
+
+LULL_EXPORT int lull_ring_read_items(struct lull_ring *ring, lull_items_fn fn,
+				     void *ctx, unsigned limit)
+{
+	const struct handler h = { .items_fn = fn, .ctx = ctx };
+	int ret = read_check(ring, fn != NULL, &limit);
+
+	if (unlikely(ret < 0))
+		return ret;
+	if (unlikely(ring->flags & LULL_REGION_SHARED))
+		return read_shared(ring, h, limit);
+	return read_batch(ring, h, limit);
 }
 
 /*

@@ -53,7 +53,8 @@
  *                                 |  time per producer)  |
  *   lull_mpsc_* (producer p)      | yes, on different p; | yes
  *                                 |  no, on the same p   |
- *   lull_ring_read/peek/release   | no (one consumer)    | yes
+ *   lull_ring_read, _read_items,  | no (one consumer)    | yes
+ *    peek, release                |                      |
  *   lull_producer_attach/detach   | yes                  | yes, except on
  *                                 |                      |  the producer
  *                                 |                      |  being detached
@@ -258,6 +259,30 @@ struct lull_producer_stats {
  * other value acts as LULL_READ_STOP.
  */
 typedef int (*lull_record_fn)(const struct lull_record *rec, void *ctx);
+
+/*
+ * A run of records as lull_ring_read_items() hands them out: @count
+ * records of one @type and @len payload bytes each, laid @len bytes apart
+ * from @data (8-byte aligned).  A view into the ring, valid only until
+ * the handler returns.  The items of one array record
+ * (lull_spsc_write_array(), lull_mpsc_write_array()) come as one run, or
+ * as a few when the read's limit or an earlier KEEP splits it; any other
+ * record, the fatal and poison records and a death notice included, is
+ * a run of one whose @len may be any payload length.
+ */
+struct lull_items {
+	const void *data;
+	uint32_t len;
+	int32_t type;
+	uint32_t count; /* >= 1 */
+};
+
+/*
+ * Run handler: called once per run, in ring order, on the consumer's
+ * thread.  LULL_READ_CONTINUE and LULL_READ_STOP consume the whole run,
+ * LULL_READ_KEEP none of it; any other value acts as LULL_READ_STOP.
+ */
+typedef int (*lull_items_fn)(const struct lull_items *run, void *ctx);
 
 /*
  * Bytes of memory an SPSC or MPSC region of the given capacity needs
@@ -610,6 +635,17 @@ int lull_mpsc_write_array(struct lull_producer *prod, int32_t type,
  */
 int lull_ring_read(struct lull_ring *ring, lull_record_fn fn, void *ctx,
 		   unsigned limit);
+
+/*
+ * Consumer: lull_ring_read(), handing out runs instead of records: an
+ * array record's items in one call, so that a consumer of small records
+ * sent in arrays pays one call per array instead of one per item.  The
+ * same records in the same order, the same limit (in records: a run is
+ * cut to fit it, the rest of the array left for the next read), the same
+ * batches, shutdown and returns (the number of records consumed).
+ */
+int lull_ring_read_items(struct lull_ring *ring, lull_items_fn fn, void *ctx,
+			 unsigned limit);
 
 /*
  * Consumer: look at the next committed record without consuming it.  Calling
