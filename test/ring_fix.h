@@ -88,6 +88,7 @@ struct model {
 	unsigned qhead, qtail;
 	uint32_t seed;
 	unsigned long long popped;
+	unsigned reads; /* model_read_expect() calls: which read to use */
 };
 
 static void model_init(struct model *m, size_t cap)
@@ -248,14 +249,78 @@ static int unexpected_handler(const struct lull_record *rec, void *ctx)
 	return LULL_READ_STOP;
 }
 
-/* lull_ring_read() must return @want, every record checked. */
+static int unexpected_run_handler(const struct lull_items *run, void *ctx)
+{
+	(void)ctx;
+	cr_assert_fail("handler called for a run of %u of type %d",
+		       (unsigned)run->count, (int)run->type);
+	return LULL_READ_STOP;
+}
+
+/*
+ * The run lull_ring_read_items() must hand out next, with @room records
+ * left to the read's limit: the items of one array record the model holds
+ * at its head (alike expectations sharing the record's position), cut to
+ * the room; any other record alone.
+ */
+static unsigned model_run_expected(const struct model *m, unsigned room)
+{
+	uint64_t pos = m->q[m->qhead % MODEL_QUEUE].pos;
+	unsigned n = 1;
+
+	while (n < room && n < model_queued(m) &&
+	       m->q[(m->qhead + n) % MODEL_QUEUE].pos == pos)
+		n++;
+	return n;
+}
+
+/* A run reader's state: the model and what the read may still take. */
+struct run_check {
+	struct model *m;
+	unsigned room;
+};
+
+/* Each run whole (model_run_expected()), each of its items checked. */
+static int run_check_handler(const struct lull_items *run, void *ctx)
+{
+	struct run_check *rc = ctx;
+	struct lull_record rec;
+	unsigned want;
+
+	cr_assert_gt(model_queued(rc->m), 0,
+		     "a run of %u (type %d) was handed but none is expected",
+		     (unsigned)run->count, (int)run->type);
+	want = model_run_expected(rc->m, rc->room);
+	cr_assert_eq(run->count, want, "record #%llu: a run of %u, expected %u",
+		     rc->m->popped, (unsigned)run->count, want);
+	for (uint32_t i = 0; i < run->count; i++) {
+		rec.data = (const uint8_t *)run->data + (size_t)i * run->len;
+		rec.len = run->len;
+		rec.type = run->type;
+		model_check(rc->m, &rec);
+		model_pop(rc->m);
+	}
+	rc->room -= run->count;
+	return LULL_READ_CONTINUE;
+}
+
+/*
+ * A read of up to @limit records must return @want, every record checked.
+ * Reads take turns: lull_ring_read() on even calls, lull_ring_read_items()
+ * on odd ones, so every check of the reads holds for both.
+ */
 static void model_read_expect(struct model *m, struct lull_ring *ring,
 			      unsigned limit, int want)
 {
-	int ret = lull_ring_read(ring, check_handler, m, limit);
+	struct run_check rc = { .m = m, .room = limit };
+	bool runs = m->reads++ % 2;
+	int ret = runs ? lull_ring_read_items(ring, run_check_handler, &rc,
+					      limit)
+		       : lull_ring_read(ring, check_handler, m, limit);
 
-	cr_assert_eq(ret, want, "lull_ring_read(limit %u) = %d, expected %d",
-		     limit, ret, want);
+	cr_assert_eq(ret, want, "%s(limit %u) = %d, expected %d",
+		     runs ? "lull_ring_read_items" : "lull_ring_read", limit,
+		     ret, want);
 	model_consumer_called(m);
 }
 

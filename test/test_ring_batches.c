@@ -2,7 +2,8 @@
 /*
  * test_ring_batches.c - the Criterion suite of lull/ring.h: batches
  * (lull_{spsc,mpsc}_{claim,write}_batch, lull_{spsc,mpsc}_write_array):
- * records whole and in order,
+ * records whole and in order, an array's items read as one run
+ * (lull_ring_read_items),
  * padding at the wrap, all or nothing, the argument checks, commit, abort
  * and detach, and how a shutdown or a fatal report treats a batch; and
  * lull_producer_stats().
@@ -658,6 +659,168 @@ BATCH_TEST(array_arguments_are_checked, TIMEOUT_S)
 			     -EINVAL);
 	expect_nothing(f.ring);
 	fix_fini(&f);
+}
+
+/* ========================================================================
+ * Runs: lull_ring_read_items() hands out an array's items in one call
+ */
+
+/*
+ * A run handler that answers @action at its @at-th call (from 0) and
+ * CONTINUE otherwise, checking every run it consumes against the model
+ * and noting each run's length.
+ */
+struct run_script {
+	struct run_check rc;
+	unsigned calls, at;
+	int action;
+	uint32_t counts[8];
+};
+
+static int run_script_handler(const struct lull_items *run, void *ctx)
+{
+	struct run_script *s = ctx;
+	unsigned call = s->calls++;
+
+	cr_assert_lt(call, ARRAY_LEN(s->counts), "too many runs");
+	s->counts[call] = run->count;
+	if (call == s->at && s->action == LULL_READ_KEEP) {
+		cr_assert_eq(run->count, model_run_expected(s->rc.m, s->rc.room),
+			     "the kept run is not whole");
+		return LULL_READ_KEEP;
+	}
+	run_check_handler(run, &s->rc);
+	return call == s->at ? s->action : LULL_READ_CONTINUE;
+}
+
+static int run_read(struct fix *f, unsigned limit, unsigned at, int action,
+		    struct run_script *s)
+{
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->rc.m = &f->m;
+	s->rc.room = limit;
+	s->at = at;
+	s->action = action;
+	ret = lull_ring_read_items(f->ring, run_script_handler, s, limit);
+	model_consumer_called(&f->m);
+	return ret;
+}
+
+/* The runs of the last run_read(), as "3,1,2". */
+static const char *run_counts(const struct run_script *s)
+{
+	static char buf[96];
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < s->calls && i < ARRAY_LEN(s->counts); i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%u",
+					i ? "," : "", (unsigned)s->counts[i]);
+	return buf;
+}
+
+BATCH_TEST(run_is_an_array_whole_cut_only_by_the_limit, TIMEOUT_S)
+{
+	struct run_script s;
+	struct fix f;
+
+	fix_init(&f, b->t, CAP);
+	cr_assert(array_packed(8, 10) && array_packed(16, 4) &&
+		  !array_packed(12, 3));
+	cr_assert_eq(array_put(&f, b, 8, 10), 0);
+	fix_put(&f, BY_WRITE, 24);
+	cr_assert_eq(array_put(&f, b, 16, 4), 0);
+	/* KEEP leaves the whole run. */
+	cr_assert_eq(run_read(&f, 16, 0, LULL_READ_KEEP, &s), 0);
+	cr_assert_str_eq(run_counts(&s), "10");
+	/* The limit cuts a run; the rest of the array is the next one. */
+	cr_assert_eq(run_read(&f, 3, 99, 0, &s), 3);
+	cr_assert_str_eq(run_counts(&s), "3");
+	cr_assert_eq(run_read(&f, 4, 99, 0, &s), 4);
+	cr_assert_str_eq(run_counts(&s), "4");
+	cr_assert_eq(run_read(&f, 6, 99, 0, &s), 6);
+	cr_assert_str_eq(run_counts(&s), "3,1,2");
+	/* KEEP after a run: the run before it is consumed. */
+	fix_put(&f, BY_WRITE, 40);
+	cr_assert_eq(array_put(&f, b, 8, 5), 0);
+	cr_assert_eq(run_read(&f, 16, 1, LULL_READ_KEEP, &s), 2);
+	cr_assert_str_eq(run_counts(&s), "2,1");
+	/* STOP consumes its whole run and ends the read. */
+	fix_put(&f, BY_WRITE, 0);
+	cr_assert_eq(run_read(&f, 16, 1, LULL_READ_STOP, &s), 6);
+	cr_assert_str_eq(run_counts(&s), "1,5");
+	cr_assert_eq(run_read(&f, 16, 99, 0, &s), 1);
+	cr_assert_str_eq(run_counts(&s), "1");
+	/* A peek takes one item; the others come as one run. */
+	cr_assert_eq(array_put(&f, b, 8, 6), 0);
+	model_peek(&f.m, f.ring);
+	cr_assert_eq(run_read(&f, 16, 99, 0, &s), 5);
+	cr_assert_str_eq(run_counts(&s), "5");
+	/* Items that are not packed (12 bytes) come one per run. */
+	cr_assert_eq(array_put(&f, b, 12, 3), 0);
+	cr_assert_eq(run_read(&f, 16, 99, 0, &s), 3);
+	cr_assert_str_eq(run_counts(&s), "1,1,1");
+	cr_assert_eq(run_read(&f, 16, 99, 0, &s), -EAGAIN);
+	cr_assert_eq(s.calls, 0);
+	fix_fini(&f);
+}
+
+/* The end of a ring read in runs: the fatal and poison records alone. */
+struct run_end {
+	struct run_check rc;
+	unsigned fatals, poisons;
+};
+
+static int run_end_handler(const struct lull_items *run, void *ctx)
+{
+	static const char message[] = "runs end here";
+	struct run_end *e = ctx;
+	const struct lull_fatal *fatal = run->data;
+
+	cr_assert_eq(e->poisons, 0, "a run after the poison");
+	if (run->type != LULL_TYPE_FATAL && run->type != LULL_TYPE_POISON)
+		return run_check_handler(run, &e->rc);
+	cr_assert_eq(run->count, 1, "type %d as a run of %u", run->type,
+		     (unsigned)run->count);
+	cr_assert_eq(model_queued(e->rc.m), 0, "type %d before %u records",
+		     run->type, model_queued(e->rc.m));
+	if (run->type == LULL_TYPE_POISON) {
+		cr_assert_eq(e->fatals, 1, "poison before the fatal");
+		cr_assert_eq(run->len, 0);
+		e->poisons++;
+	} else {
+		cr_assert_eq(run->len, offsetof(struct lull_fatal, message) +
+					       sizeof(message) - 1);
+		cr_assert_eq(fatal->code, -5);
+		cr_assert_str_eq(fatal->message, message);
+		e->fatals++;
+	}
+	return LULL_READ_CONTINUE;
+}
+
+BATCH_TEST(runs_end_with_the_fatal_and_poison_records_alone, TIMEOUT_S)
+{
+	struct run_end e = { .rc.m = NULL };
+	struct fix f;
+	int got[4];
+
+	fix_init(&f, b->t, CAP);
+	e.rc.m = &f.m;
+	cr_assert_eq(array_put(&f, b, 8, 5), 0);
+	cr_assert_eq(lull_ring_fatal(f.ring, -5, "runs end here"), 0);
+	for (unsigned i = 0; i < ARRAY_LEN(got); i++) {
+		e.rc.room = 16;
+		got[i] = lull_ring_read_items(f.ring, run_end_handler, &e, 16);
+	}
+	cr_assert(got[0] == 5 && got[1] == 1 && got[2] == 1 &&
+		  got[3] == -EPIPE,
+		  "reads returned %d, %d, %d, %d", got[0], got[1], got[2],
+		  got[3]);
+	cr_assert_eq(e.fatals, 1);
+	cr_assert_eq(e.poisons, 1);
+	fix_close(&f);
 }
 
 /*

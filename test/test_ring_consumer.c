@@ -73,6 +73,10 @@ static void read_limits(const struct topo *t)
 	/* Bad arguments consume nothing. */
 	cr_assert_eq(lull_ring_read(f.ring, check_handler, &f.m, 0), -EINVAL);
 	cr_assert_eq(lull_ring_read(f.ring, NULL, &f.m, 5), -EINVAL);
+	cr_assert_eq(lull_ring_read_items(f.ring, unexpected_run_handler, NULL,
+					  0),
+		     -EINVAL);
+	cr_assert_eq(lull_ring_read_items(f.ring, NULL, &f.m, 5), -EINVAL);
 	model_read_expect(&f.m, f.ring, 3, 3);
 	model_read_expect(&f.m, f.ring, 1, 1);
 	model_read_expect(&f.m, f.ring, 5, 5);
@@ -112,6 +116,9 @@ static void peek_release(const struct topo *t)
 	/* No read while a peek is outstanding; it consumes nothing. */
 	cr_assert_eq(lull_ring_read(f.ring, unexpected_handler, NULL, 8),
 		     -EINVAL);
+	cr_assert_eq(lull_ring_read_items(f.ring, unexpected_run_handler, NULL,
+					  8),
+		     -EINVAL);
 	cr_assert_eq(lull_ring_peek(f.ring, &again), 0);
 	cr_assert_eq(again.data, rec.data);
 	cr_assert_eq(lull_ring_release(f.ring), 0);
@@ -141,10 +148,16 @@ static void consumer_role(const struct topo *t)
 	plain = region_open(&r, 0);
 	cr_assert_eq(lull_ring_read(plain, unexpected_handler, NULL, 4),
 		     -EPERM, "read of an empty ring, no consumer role");
+	cr_assert_eq(lull_ring_read_items(plain, unexpected_run_handler, NULL,
+					  4),
+		     -EPERM);
 	cr_assert_eq(lull_ring_peek(plain, &rec), -EPERM);
 	cr_assert_eq(lull_ring_release(plain), -EPERM);
 	fix_put(&f, BY_WRITE, 8);
 	cr_assert_eq(lull_ring_read(plain, unexpected_handler, NULL, 4),
+		     -EPERM);
+	cr_assert_eq(lull_ring_read_items(plain, unexpected_run_handler, NULL,
+					  4),
 		     -EPERM);
 	cr_assert_eq(lull_ring_peek(plain, &rec), -EPERM);
 	cr_assert_eq(lull_ring_release(plain), -EPERM);

@@ -622,6 +622,10 @@ Test(ring, null_arguments_are_einval, .timeout = 10)
 	cr_assert_eq(lull_mpsc_abort(NULL), -EINVAL);
 	cr_assert_eq(lull_ring_read(NULL, check_handler, NULL, 1), -EINVAL);
 	cr_assert_eq(lull_ring_read(ring, NULL, NULL, 1), -EINVAL);
+	cr_assert_eq(lull_ring_read_items(NULL, unexpected_run_handler, NULL,
+					  1),
+		     -EINVAL);
+	cr_assert_eq(lull_ring_read_items(ring, NULL, NULL, 1), -EINVAL);
 	cr_assert_eq(lull_ring_peek(NULL, &rec), -EINVAL);
 	cr_assert_eq(lull_ring_peek(ring, NULL), -EINVAL);
 	cr_assert_eq(lull_ring_release(NULL), -EINVAL);

@@ -33,8 +33,10 @@ static void consume(struct lull_ring *ring, const unsigned char *mem)
 		check_peek(&c, ring);
 		check_peek(&c, ring);
 		check_release(&c, ring);
-		check_read(&c, ring, 1, 0x1b); /* CONTINUE, STOP, KEEP... */
-		check_read(&c, ring, 1000, 0);
+		check_read(&c, ring, 1, 0x1b, false); /* CONTINUE, STOP, KEEP */
+		check_read(&c, ring, 1000, 0, false);
+		check_read(&c, ring, 2, 0x1b, true);
+		check_read(&c, ring, 1000, 0, true);
 		check_stats(&c, ring);
 	}
 }

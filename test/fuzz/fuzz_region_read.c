@@ -23,7 +23,9 @@
  *              the header words; in a shared region the first 8 slots'
  *              state, pid, lane and claim, slot in bits 5-7), stored at
  *              its width
- *   3 read     u8 limit, u8 the handler's verdicts (2 bits a record)
+ *   3 read     u8 (limit in bits 0-6, 0 for 1; bit 7: lull_ring_read_items
+ *              instead of lull_ring_read), u8 the handler's verdicts (2 bits
+ *              a call)
  *   4 peek     5 release      6 lull_ring_wait(ring, 0)
  *   7 lull__ring_readable()
  *   8 shutdown u8: graceful, immediate, or a fatal report
@@ -219,8 +221,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		switch (step) {
 		case 3:
 			n = take(&in, 1);
-			check_read(&c, ring, n ? (unsigned)n : 1,
-				   (unsigned char)take(&in, 1));
+			check_read(&c, ring, n & 0x7f ? (unsigned)n & 0x7f : 1,
+				   (unsigned char)take(&in, 1), n & 0x80);
 			break;
 		case 4:
 			check_peek(&c, ring);
@@ -248,7 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ring) {
 		/* What is left to read, as a consumer would drain it. */
 		for (int i = 0; i < 4; i++) {
-			check_read(&c, ring, 64, 0);
+			check_read(&c, ring, 64, 0, i % 2);
 			check_stats(&c, ring);
 		}
 		require(lull_ring_destroy(ring) == 0);

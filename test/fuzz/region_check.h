@@ -39,6 +39,7 @@ struct consumer_check {
 	bool peeked;               /* a peek is outstanding */
 	struct lull_record peek;   /* what it handed out */
 	unsigned char verdicts;    /* the handler's next verdicts, 2 bits each */
+	unsigned room;             /* a run read: records its limit has left */
 	unsigned long sum;         /* every byte handed out, read */
 };
 
@@ -137,6 +138,36 @@ static int check_handler(const struct lull_record *rec, void *ctx)
 }
 
 /*
+ * The handler of lull_ring_read_items(): a run within the read's limit;
+ * one of several records is a packed array's items, alike user records
+ * back to back that lie within one lane as one record does, checked as
+ * such; then a verdict from the input for the whole run.
+ */
+static int check_run_handler(const struct lull_items *run, void *ctx)
+{
+	struct consumer_check *c = ctx;
+	struct lull_record rec = { .data = run->data, .type = run->type };
+	int verdict = c->verdicts & 3;
+
+	require(run->count >= 1 && run->count <= c->room);
+	if (run->count > 1) {
+		require(run->type >= 1 && run->len && (run->len & 7) == 0);
+		require(run->len <= c->max_payload / run->count);
+	}
+	rec.len = run->len * run->count;
+	check_record(c, &rec);
+	c->verdicts = (unsigned char)(c->verdicts >> 2 | verdict << 6);
+	if (verdict == LULL_READ_KEEP)
+		return LULL_READ_KEEP;
+	c->room -= run->count;
+	if (run->type == LULL_TYPE_POISON)
+		c->poisons++;
+	if (run->type == LULL_TYPE_FATAL)
+		c->fatals++;
+	return verdict == 3 ? LULL_READ_CONTINUE : verdict;
+}
+
+/*
  * After a read or peek: its result, against what came before (@poisoned:
  * whether the poison had been consumed before the call).
  */
@@ -155,21 +186,25 @@ static void check_result(struct consumer_check *c, int ret, bool poisoned)
 	}
 }
 
+/* A read of up to @limit records, in runs (@runs) or one by one. */
 static void check_read(struct consumer_check *c, struct lull_ring *ring,
-		       unsigned limit, unsigned char verdicts)
+		       unsigned limit, unsigned char verdicts, bool runs)
 {
 	bool poisoned = c->poisons;
 	int ret;
 
+	c->verdicts = verdicts;
+	c->room = limit;
+	ret = runs ? lull_ring_read_items(ring, check_run_handler, c, limit)
+		   : lull_ring_read(ring, check_handler, c, limit);
 	if (c->peeked) {
-		require(lull_ring_read(ring, check_handler, c, limit) ==
-			-EINVAL);
+		require(ret == -EINVAL);
 		return;
 	}
-	c->verdicts = verdicts;
-	ret = lull_ring_read(ring, check_handler, c, limit);
 	require(ret == -EAGAIN || ret == -EPIPE || ret == -EPROTO ||
 		(ret >= 0 && (unsigned)ret <= limit));
+	/* A run read returns the records of the runs it consumed. */
+	require(!runs || ret < 0 || (unsigned)ret == limit - c->room);
 	check_result(c, ret, poisoned);
 }
 

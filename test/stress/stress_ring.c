@@ -11,9 +11,9 @@
  * abort which sends nothing, and batches: a write_batch, a write_array of
  * consecutive records that share a length, or a claim_batch committed or
  * aborted whole), and the consumer,
- * on the main thread, drains it through every read path (lull_ring_read with
- * varying limits and handlers that continue, stop or keep, and
- * lull_ring_peek + lull_ring_release).  A producer that finds the ring full
+ * on the main thread, drains it through every read path (lull_ring_read and
+ * lull_ring_read_items with varying limits and handlers that continue, stop
+ * or keep, and lull_ring_peek + lull_ring_release).  A producer that finds the ring full
  * either yields or blocks in lull_producer_wait(), chosen at random; a wait
  * of 450 ms or more means a lost wake-up (the wait has no timer of its own:
  * only its caller's 2 s timeout ends a wait whose wake-up was lost).
@@ -183,6 +183,7 @@ struct consumer {
 	uint32_t kept_len;
 
 	bool forbid;		/* a read that must not call the handler */
+	unsigned taken;		/* records consumed so far in the read */
 	bool ended;		/* the handler returned STOP or KEEP */
 	uint64_t empty_local;
 
@@ -875,11 +876,62 @@ static int on_record(const struct lull_record *rec, void *ctx)
 	return LULL_READ_CONTINUE;
 }
 
-/* One lull_ring_read() with a random limit and handler behaviour. */
+/*
+ * The handler of lull_ring_read_items(): a run's items checked one by
+ * one, as on_record() checks records; it answers for the run, so STOP or
+ * KEEP at call action_at ends the read after or before the whole run.
+ */
+static int on_run(const struct lull_items *items, void *ctx)
+{
+	struct consumer *c = ctx;
+	struct run *run = c->run;
+	struct lull_record rec = { .len = items->len, .type = items->type };
+	unsigned i = c->calls++;
+
+	if (c->bad)
+		return LULL_READ_STOP;
+	if (c->ended || !items->count || items->count > c->limit - c->taken) {
+		fail(run, "read_items(limit %u): a run of %u after %u records%s",
+		     c->limit, (unsigned)items->count, c->taken, c->ended ?
+		     ", after LULL_READ_STOP or _KEEP" : "");
+		c->bad = true;
+		return LULL_READ_STOP;
+	}
+	for (uint32_t k = 0; k < items->count; k++) {
+		rec.data = (const unsigned char *)items->data +
+			   (size_t)k * items->len;
+		if (!check_record(c, &rec, "read_items")) {
+			c->bad = true;
+			return LULL_READ_STOP;
+		}
+		if (k == 0 && c->action == LULL_READ_KEEP &&
+		    i == c->action_at) {
+			c->kept = true;
+			c->kept_type = rec.type;
+			c->kept_len = rec.len;
+			c->kept_hit = true;
+			c->ended = true;
+			return LULL_READ_KEEP;
+		}
+		consume(c, (unsigned)rec.type - 1);
+	}
+	c->taken += items->count;
+	if (c->action == LULL_READ_STOP && i == c->action_at) {
+		c->ended = true;
+		return LULL_READ_STOP;
+	}
+	return LULL_READ_CONTINUE;
+}
+
+/*
+ * One lull_ring_read() or lull_ring_read_items() with a random limit and
+ * handler behaviour.
+ */
 static void read_batch(struct consumer *c, uint64_t r)
 {
 	struct run *run = c->run;
 	unsigned span, consumed, sel;
+	bool runs;
 	int ret;
 
 	c->limit = (r & 15) == 0 ? UINT_MAX : 1 + (unsigned)((r >> 4) % 256);
@@ -892,8 +944,11 @@ static void read_batch(struct consumer *c, uint64_t r)
 	c->kept_hit = false;
 	c->ended = false;
 	c->bad = false;
+	c->taken = 0;
 
-	ret = lull_ring_read(run->ring, on_record, c, c->limit);
+	runs = (r >> 20) & 1;
+	ret = runs ? lull_ring_read_items(run->ring, on_run, c, c->limit)
+		   : lull_ring_read(run->ring, on_record, c, c->limit);
 	if (c->bad)
 		return;
 	if (ret == -EAGAIN) {
@@ -912,7 +967,7 @@ static void read_batch(struct consumer *c, uint64_t r)
 		     lull_strerror(ret), ret);
 		return;
 	}
-	consumed = c->calls - (c->kept_hit ? 1 : 0);
+	consumed = runs ? c->taken : c->calls - (c->kept_hit ? 1 : 0);
 	if (!c->calls || (unsigned)ret != consumed)
 		fail(run, "read(limit %u) returned %d after %u handler calls "
 		     "that consumed %u records%s", c->limit, ret, c->calls,
