@@ -8,7 +8,8 @@
 # with libuv; boost-spsc and boost-spsc-bulk where the C++ compiler finds
 # boost.lockfree, moodycamel and moodycamel-blocking where it finds
 # moodycamel's queue (perf/cxx-peers.probe, as the Makefile asks it); the
-# rest always.  Ends with "peers: N passed, N failed"; exit status 1 on any
+# rest always; and that a short run of lull's rings with either read of
+# --lull-read delivers every message.  Ends with "peers: N passed, N failed"; exit status 1 on any
 # failure.
 #
 # Usage: sh perf/check-peers.sh [B=build dir]   (from the repository root)
@@ -120,6 +121,19 @@ handoff futex-xproc-floor -
 handoff unix-xproc -
 handoff pipe-xproc -
 LIST
+
+# Both lull reads deliver every message, checked by throughput's own sum,
+# records written one by one and in arrays (24 bytes: packed, copied out).
+for how in records runs; do
+	if "$B/perf/throughput" --ring lull-spsc --ring lull-mpsc \
+		--ring lull-lanes --producers 1 --producers 2 --payload 8 \
+		--payload 24 --producer-batch 32 --messages 100000 --runs 1 \
+		--lull-read "$how" >/dev/null 2>&1; then
+		pass "throughput --lull-read $how: every message arrived"
+	else
+		fail "throughput --lull-read $how: a run failed"
+	fi
+done
 
 echo "peers: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

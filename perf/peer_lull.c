@@ -10,8 +10,9 @@
  * With --producer-batch N, producers push N records with one
  * lull_*_write_array() call (one publish; MPSC: one claim), the records
  * being alike, as the slot rings' bursts take them.
- * The consumer is lull's parked consumer: lull_ring_read() with a large
- * batch limit and, when the ring is empty, lull_ring_wait() (lull's park: a
+ * The consumer is lull's parked consumer: lull_ring_read() (or, with
+ * --lull-read runs, lull_ring_read_items(): an array's records in one
+ * call) with a large batch limit and, when the ring is empty, lull_ring_wait() (lull's park: a
  * futex wait after the park handshake, spin before it per --lull-spin-ns,
  * default 0 as in lull), so that the producers' wake-up system calls are
  * real.  Producers back off on a full ring like every other ring's
@@ -147,6 +148,74 @@ static lull_record_fn lull_handler(size_t payload)
 	if (payload == 8)
 		return lull_handler_8;
 	return payload < 8 ? lull_handler_small : lull_handler_copy;
+}
+
+/* A run that is no message: as lull_other_record(). */
+static int __attribute__((noinline))
+lull_other_run(struct consumer_state *cs, const struct lull_items *run)
+{
+	const struct lull_record rec = { .data = run->data, .len = run->len,
+					 .type = run->type };
+
+	return lull_other_record(cs, &rec);
+}
+
+/*
+ * --lull-read runs: a run of 8-byte payloads, summed in a local as a
+ * bulk pop's loop does (the handler is opaque to the read: cs lives in
+ * memory).
+ */
+static int lull_run_8(const struct lull_items *run, void *ctx)
+{
+	struct consumer_state *cs = ctx;
+	const unsigned char *p = run->data;
+	uint64_t v, sum = 0;
+
+	if (unlikely(run->type != MSG_TYPE))
+		return lull_other_run(cs, run);
+	cs->bad |= run->len ^ cs->payload;
+	for (uint32_t i = 0; i < run->count; i++) {
+		memcpy(&v, p + (size_t)i * 8, 8);
+		sum += v & cs->mask;
+	}
+	cs->sum += sum;
+	cs->count += run->count;
+	return LULL_READ_CONTINUE;
+}
+
+/* Any other payload: each record as lull_handler() takes it. */
+static int lull_run_any(const struct lull_items *run, void *ctx)
+{
+	struct consumer_state *cs = ctx;
+	const unsigned char *p = run->data;
+	uint64_t v;
+
+	if (unlikely(run->type != MSG_TYPE))
+		return lull_other_run(cs, run);
+	cs->bad |= run->len ^ cs->payload;
+	for (uint32_t i = 0; i < run->count; i++, p += run->len) {
+		if (run->len > 8) {
+			if (likely(run->len == cs->payload))
+				tp_take_copy(cs, p, cs->payload);
+			continue;
+		}
+		v = 0;
+		memcpy(&v, p, run->len);
+		tp_take_value(cs, v);
+	}
+	return LULL_READ_CONTINUE;
+}
+
+/* One read of up to @limit records, by the handler --lull-read chose. */
+static inline __attribute__((always_inline)) int
+lull_read(struct lull_ring *ring, const struct options *opt,
+	  size_t payload, void *cs, unsigned int limit)
+{
+	if (opt->lull_read_runs)
+		return lull_ring_read_items(ring, payload == 8 ? lull_run_8
+							       : lull_run_any,
+					    cs, limit);
+	return lull_ring_read(ring, lull_handler(payload), cs, limit);
 }
 
 static inline __attribute__((always_inline)) int
@@ -460,18 +529,17 @@ static void lull_consume(struct run *run, struct consumer_state *cs)
 {
 	struct config *cfg = run->cfg;
 	struct lull_ring *ring = ring_of(cfg);
-	lull_record_fn handler = lull_handler(cfg->payload);
 	unsigned int batch = run->opt->batch;
 	struct progress prog = { .last_ns = bench_now_ns() };
 	uint64_t waits = 0;
 	int r;
 
 	while (!cs->end) {
-		r = lull_ring_read(ring, handler, cs, batch);
+		r = lull_read(ring, run->opt, cfg->payload, cs, batch);
 		if (likely(r >= 0))
 			continue;
 		if (r != -EAGAIN) {
-			tp_run_fail(run, "%s: lull_ring_read: %s",
+			tp_run_fail(run, "%s: read: %s",
 				    cfg->ring->name, lull_strerror(r));
 			break;
 		}
@@ -495,7 +563,7 @@ static void lull_consume(struct run *run, struct consumer_state *cs)
 	 * records.  They were committed before it, so they are readable now.
 	 */
 	while (cfg->kind == RING_LULL_LANES && !cs->poisoned &&
-	       lull_ring_read(ring, handler, cs, batch) > 0)
+	       lull_read(ring, run->opt, cfg->payload, cs, batch) > 0)
 		;
 	if (cs->poisoned)
 		tp_run_fail(run, "%s: poison record: the ring was shut down",

@@ -619,9 +619,10 @@ int main(int argc, char **argv)
 			 "1 (boost-spsc-bulk 32)");
 	fprintf(stderr,
 		"throughput: lull %s, %d config(s) x %d run(s), capacity %zu, "
-		"batch %u, producer batch %s, %d CPU(s), %s\n",
+		"batch %u, producer batch %s, lull reads %s, %d CPU(s), %s\n",
 		lull_version(), ncfgs, opt.runs, opt.capacity, opt.batch,
-		push_batch, ncpus, opt.pin ? "pinned" : "not pinned");
+		push_batch, opt.lull_read_runs ? "runs" : "records", ncpus,
+		opt.pin ? "pinned" : "not pinned");
 	if (opt.messages)
 		fprintf(stderr, "throughput: %llu messages per run\n",
 			(unsigned long long)opt.messages);

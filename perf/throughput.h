@@ -177,6 +177,7 @@ struct options {
 	unsigned int push_batch; /* --producer-batch; 0: each ring's own */
 	double max_others; /* repeat runs busier than this; < 0: never */
 	int64_t lull_spin_ns; /* < 0: lull's default */
+	bool lull_read_runs;  /* --lull-read runs: lull_ring_read_items() */
 	bool json;
 	bool pin;
 	bool verbose;

@@ -49,6 +49,11 @@ static void usage(FILE *f)
 		"  --lull-spin-ns N  lull consumer: spin N ns on an empty "
 		"ring before parking\n"
 		"                    (default: lull's, %s)\n"
+		"  --lull-read HOW   lull consumer: records (lull_ring_read, "
+		"a call per record,\n"
+		"                    the default) or runs "
+		"(lull_ring_read_items, a call per\n"
+		"                    array of --producer-batch records)\n"
 		"  --pin             consumer on the first allowed CPU, "
 		"producers round-robin\n"
 		"                    on the others (default: no pinning)\n"
@@ -69,7 +74,7 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 	enum { O_RING = 256, O_PROD, O_PAYLOAD, O_SECONDS, O_MESSAGES,
 	       O_TIME_LIMIT, O_RUNS, O_CAPACITY, O_BATCH, O_PUSH_BATCH,
 	       O_MAX_OTHERS,
-	       O_LULL_SPIN, O_JSON, O_PIN, O_VERBOSE, O_HELP };
+	       O_LULL_SPIN, O_LULL_READ, O_JSON, O_PIN, O_VERBOSE, O_HELP };
 	static const struct option longopts[] = {
 		{ "ring", required_argument, NULL, O_RING },
 		{ "producers", required_argument, NULL, O_PROD },
@@ -83,6 +88,7 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 		{ "producer-batch", required_argument, NULL, O_PUSH_BATCH },
 		{ "max-others", required_argument, NULL, O_MAX_OTHERS },
 		{ "lull-spin-ns", required_argument, NULL, O_LULL_SPIN },
+		{ "lull-read", required_argument, NULL, O_LULL_READ },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "pin", no_argument, NULL, O_PIN },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
@@ -220,6 +226,15 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 			break;
 		case O_JSON:
 			opt->json = true;
+			break;
+		case O_LULL_READ:
+			if (strcmp(optarg, "records") &&
+			    strcmp(optarg, "runs")) {
+				fprintf(stderr, "throughput: bad --lull-read "
+						"(records or runs)\n");
+				return -1;
+			}
+			opt->lull_read_runs = !strcmp(optarg, "runs");
 			break;
 		case O_PIN:
 			opt->pin = true;

@@ -119,9 +119,10 @@ void tp_print_json(struct config *cfgs, int ncfgs, const struct config *cfg,
 	if (d->is_lull)
 		printf("\"parks_per_msg\":%.6g,\"park_cancels_per_msg\":%.6g,"
 		       "\"park_barrier\":\"%s\",\"safety_timeouts\":%.0f,"
-		       "\"lull_spin_ns\":%s,",
+		       "\"lull_spin_ns\":%s,\"lull_read\":\"%s\",",
 		       s.ppm, s.cpm, tp_lull_membarrier_used() ? "membarrier" : "fence",
-		       s.safety, tp_lull_spin_json(opt->lull_spin_ns));
+		       s.safety, tp_lull_spin_json(opt->lull_spin_ns),
+		       opt->lull_read_runs ? "runs" : "records");
 	if (d->is_lull)
 		printf("\"claim_retries_per_msg\":%.6g,"
 		       "\"claim_waits_per_msg\":%.6g,",
