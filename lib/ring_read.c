@@ -448,13 +448,13 @@ struct lane_read {
  * read; then publish the lane's head.  While @discarding, only the rest
  * of a batch the consumer began.  Returns 0 or -EPROTO.
  *
- * The walk keeps what it needs in locals: the handler is opaque, so the compiler
- * would read every field of the handle again after each call.  It stops
- * at one position, the end of a lap (a batch zeroes what it consumed
- * only at its end, so a walk that went a whole lap would find its own
- * first record again) or, closing, the final tail (nothing is published
- * past it): the walk never passes either, since no producer writes more
- * than a lap ahead of the head.
+ * The walk keeps what it needs in locals: the handler is opaque, so the
+ * compiler would read every field of the handle again after each call.
+ * It stops at one position, the end of a lap (a batch zeroes what it
+ * consumed only at its end, so a walk that went a whole lap would find
+ * its own first record again) or, closing, the final tail (nothing is
+ * published past it): the walk never passes either, since no producer
+ * writes more than a lap ahead of the head.
  */
 static inline __attribute__((always_inline)) int
 read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,

@@ -9,8 +9,8 @@
 # boost.lockfree, moodycamel and moodycamel-blocking where it finds
 # moodycamel's queue (perf/cxx-peers.probe, as the Makefile asks it); the
 # rest always; and that a short run of lull's rings with either read of
-# --lull-read delivers every message.  Ends with "peers: N passed, N failed"; exit status 1 on any
-# failure.
+# --lull-read delivers every message.  Ends with "peers: N passed, N
+# failed"; exit status 1 on any failure.
 #
 # Usage: sh perf/check-peers.sh [B=build dir]   (from the repository root)
 

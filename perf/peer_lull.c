@@ -12,11 +12,12 @@
  * being alike, as the slot rings' bursts take them.
  * The consumer is lull's parked consumer: lull_ring_read() (or, with
  * --lull-read runs, lull_ring_read_items(): an array's records in one
- * call) with a large batch limit and, when the ring is empty, lull_ring_wait() (lull's park: a
- * futex wait after the park handshake, spin before it per --lull-spin-ns,
- * default 0 as in lull), so that the producers' wake-up system calls are
- * real.  Producers back off on a full ring like every other ring's
- * (lull_producer_wait() would park them; it is not measured here).
+ * call) with a large batch limit and, when the ring is empty,
+ * lull_ring_wait() (lull's park: a futex wait after the park handshake,
+ * spin before it per --lull-spin-ns, default 0 as in lull), so that the
+ * producers' wake-up system calls are real.  Producers back off on a full
+ * ring like every other ring's (lull_producer_wait() would park them; it
+ * is not measured here).
  *
  * The ring is created, its producers attached and the ring pre-faulted once
  * per configuration; each run hands the producers to its threads (a

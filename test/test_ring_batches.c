@@ -685,7 +685,8 @@ static int run_script_handler(const struct lull_items *run, void *ctx)
 	cr_assert_lt(call, ARRAY_LEN(s->counts), "too many runs");
 	s->counts[call] = run->count;
 	if (call == s->at && s->action == LULL_READ_KEEP) {
-		cr_assert_eq(run->count, model_run_expected(s->rc.m, s->rc.room),
+		cr_assert_eq(run->count,
+			     model_run_expected(s->rc.m, s->rc.room),
 			     "the kept run is not whole");
 		return LULL_READ_KEEP;
 	}

@@ -10,13 +10,13 @@
  * sizes through every write path (write, writev, claim + commit, claim +
  * abort which sends nothing, and batches: a write_batch, a write_array of
  * consecutive records that share a length, or a claim_batch committed or
- * aborted whole), and the consumer,
- * on the main thread, drains it through every read path (lull_ring_read and
- * lull_ring_read_items with varying limits and handlers that continue, stop
- * or keep, and lull_ring_peek + lull_ring_release).  A producer that finds the ring full
- * either yields or blocks in lull_producer_wait(), chosen at random; a wait
- * of 450 ms or more means a lost wake-up (the wait has no timer of its own:
- * only its caller's 2 s timeout ends a wait whose wake-up was lost).
+ * aborted whole), and the consumer, on the main thread, drains it through
+ * every read path (lull_ring_read and lull_ring_read_items with varying
+ * limits and handlers that continue, stop or keep, and lull_ring_peek +
+ * lull_ring_release).  A producer that finds the ring full either yields
+ * or blocks in lull_producer_wait(), chosen at random; a wait of 450 ms or
+ * more means a lost wake-up (the wait has no timer of its own: only its
+ * caller's 2 s timeout ends a wait whose wake-up was lost).
  *
  * For every record the consumer checks the type (producer id + 1), that the
  * producer's records arrive in order with none lost and none repeated
@@ -891,9 +891,9 @@ static int on_run(const struct lull_items *items, void *ctx)
 	if (c->bad)
 		return LULL_READ_STOP;
 	if (c->ended || !items->count || items->count > c->limit - c->taken) {
-		fail(run, "read_items(limit %u): a run of %u after %u records%s",
-		     c->limit, (unsigned)items->count, c->taken, c->ended ?
-		     ", after LULL_READ_STOP or _KEEP" : "");
+		fail(run, "read_items(limit %u): a run of %u after %u "
+		     "records%s", c->limit, (unsigned)items->count, c->taken,
+		     c->ended ? ", after LULL_READ_STOP or _KEEP" : "");
 		c->bad = true;
 		return LULL_READ_STOP;
 	}
