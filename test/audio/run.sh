@@ -413,10 +413,14 @@ t_counted() {
 		tts_chunks_total) chunks, $(metric tts_bytes_sent_total) bytes sent"
 }
 
-# How the loop learned of audio: parked on the chunk ring and woken by
-# the workers, or polled it every millisecond.  Idle, a parked loop makes
-# no passes at all (the two /metrics requests cost a few); a polling one
-# makes about a thousand a second.
+# How the loop learned of audio: parked on the chunk ring, or polled it
+# every millisecond.  Idle, a parked loop makes no passes at all (the
+# /metrics requests cost a few); a polling one makes about a thousand a
+# second.  The workers' wake-ups are shown, not required: a worker wakes
+# the loop only when it commits while the loop sleeps, and a loop kept
+# awake by its sockets (a slow build, 32 busy streams) may need none.  A
+# lost wake-up, with no safety net, stalls a stream instead, which
+# t_32_streams and t_no_lost_wakeups fail on.
 t_wakeup_mode() { # park|poll
 	local parks wakes ticks0 ticks1 it0 it1
 	parks=$(metric lull_ring_parks_total 'ring="chunks"') || return 1
@@ -429,7 +433,7 @@ t_wakeup_mode() { # park|poll
 	echo "chunk ring: $parks parks, $wakes wakes; idle 1 s:" \
 		"$((it1 - it0)) loop passes, $((ticks1 - ticks0)) poll ticks"
 	if [ "$1" = park ]; then
-		[ "$parks" -gt 0 ] && [ "$wakes" -gt 0 ] && [ "$ticks1" = 0 ] &&
+		[ "$parks" -gt 0 ] && [ "$ticks1" = 0 ] &&
 			[ $((it1 - it0)) -le 50 ]
 	else
 		[ "$parks" = 0 ] && [ "$wakes" = 0 ] &&
