@@ -68,7 +68,8 @@ static inline uint64_t loop_tag(const void *ptr, enum loop_tag tag)
 /* A ring attached to the loop. */
 struct loop_ring {
 	struct lull_ring *ring;
-	lull_record_fn fn;
+	lull_record_fn fn;       /* one of the two is set: records, */
+	lull_items_fn items_fn;  /* or runs (lull_loop_attach_items()) */
 	void *ctx;
 	unsigned batch;
 	/* The uring backends': */

@@ -101,15 +101,16 @@ static void watch_drop(struct lull_loop *loop, struct loop_ring *lr)
 	(void)lull_loop_cancel(loop, lw);
 }
 
-LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
-				 struct lull_ring *ring, lull_record_fn fn,
-				 void *ctx, unsigned batch)
+/* Attach with a record handler @fn or a run handler @items_fn. */
+static int attach(struct lull_loop *loop, struct lull_ring *ring,
+		  lull_record_fn fn, lull_items_fn items_fn, void *ctx,
+		  unsigned batch)
 {
 	struct loop_ring *lr, **grown;
 	unsigned cap;
 	int ret;
 
-	if (!loop || !ring || !fn)
+	if (!loop || !ring || (!fn && !items_fn))
 		return -EINVAL;
 	if (!ring->is_consumer)
 		return -EPERM;
@@ -128,6 +129,7 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 		return -ENOMEM;
 	lr->ring = ring;
 	lr->fn = fn;
+	lr->items_fn = items_fn;
 	lr->ctx = ctx;
 	lr->batch = batch ? batch : LOOP_DEFAULT_BATCH;
 	if (ring->flags & LULL_REGION_SHARED) {
@@ -171,6 +173,21 @@ LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
 	return 0;
 }
 
+LULL_EXPORT int lull_loop_attach(struct lull_loop *loop,
+				 struct lull_ring *ring, lull_record_fn fn,
+				 void *ctx, unsigned batch)
+{
+	return attach(loop, ring, fn, NULL, ctx, batch);
+}
+
+LULL_EXPORT int lull_loop_attach_items(struct lull_loop *loop,
+				       struct lull_ring *ring,
+				       lull_items_fn fn, void *ctx,
+				       unsigned batch)
+{
+	return attach(loop, ring, NULL, fn, ctx, batch);
+}
+
 LULL_EXPORT int lull_loop_detach(struct lull_loop *loop,
 				 struct lull_ring *ring)
 {
@@ -211,7 +228,10 @@ int lull__loop_drain(struct lull_loop *loop)
 		unsigned batch = lr->batch;
 
 		/* The handler may detach (and free) lr: use only copies. */
-		n = lull_ring_read(ring, lr->fn, lr->ctx, batch);
+		n = lr->items_fn
+			    ? lull_ring_read_items(ring, lr->items_fn, lr->ctx,
+						   batch)
+			    : lull_ring_read(ring, lr->fn, lr->ctx, batch);
 		if (n > 0) {
 			loop->stats.records += (unsigned)n;
 			if ((unsigned)n >= batch)

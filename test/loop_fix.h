@@ -10,7 +10,8 @@
  *   test_loop_stop.c           lull_loop_stop() from every place, the
  *                              SQEs a stop cancels, lull_loop_cancel()
  *   test_loop_rings.c          records from producer threads, the batch
- *                              limit, detach and attach again
+ *                              limit, runs (lull_loop_attach_items),
+ *                              detach and attach again
  *   test_loop_many_rings.c     a thousand rings on one loop, coalescing
  *   test_loop_ops.c            user SQEs: NOP, TIMEOUT, pipes, TCP,
  *                              ACCEPT, POLL, cancel, chains, a full SQ
@@ -524,6 +525,14 @@ static int never_called(const struct lull_record *record, void *ctx)
 	(void)ctx;
 	check(false, "a handler got a record of %u bytes on an empty ring",
 	      record->len);
+	return LULL_READ_CONTINUE;
+}
+
+static inline int never_called_run(const struct lull_items *run, void *ctx)
+{
+	(void)ctx;
+	check(false, "a handler got a run of %u records on an empty ring",
+	      run->count);
 	return LULL_READ_CONTINUE;
 }
 

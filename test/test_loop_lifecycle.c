@@ -63,6 +63,12 @@ LOOP_TEST(create_and_every_call_reject_bad_arguments, .timeout = 10)
 	check_eq(lull_loop_attach(other, NULL, never_called, NULL, 0),
 		 -EINVAL);
 	check_eq(lull_loop_attach(other, ring, NULL, NULL, 0), -EINVAL);
+	check_eq(lull_loop_attach_items(NULL, ring, never_called_run, NULL, 0),
+		 -EINVAL);
+	check_eq(lull_loop_attach_items(other, NULL, never_called_run, NULL,
+					0),
+		 -EINVAL);
+	check_eq(lull_loop_attach_items(other, ring, NULL, NULL, 0), -EINVAL);
 	check_eq(lull_loop_detach(NULL, ring), -EINVAL);
 	check_eq(lull_loop_detach(other, NULL), -EINVAL);
 

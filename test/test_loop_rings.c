@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_loop_rings.c - the Criterion suite loop: rings on a loop, records
- * from producer threads in order, the batch limit, detach and attach
- * again, a handler that detaches its own ring.
+ * from producer threads in order, the batch limit, runs
+ * (lull_loop_attach_items), detach and attach again, a handler that
+ * detaches its own ring.
  * Run once per loop backend (LOOP_TEST); the fixture is loop_fix.h.
  */
 #include "loop_fix.h"
@@ -229,6 +230,90 @@ LOOP_TEST(handler_gets_at_most_batch_records_per_pass, .timeout = 10)
 	loop_free(log.loop);
 	check_eq(lull_ring_destroy(a), 0);
 	check_eq(lull_ring_destroy(b), 0);
+}
+
+/* --- runs: lull_loop_attach_items() ------------------------------------ */
+
+/*
+ * An array of 10 items, a single record and an array of 5, read 4 records
+ * a pass: runs of 4, 4, then 2 and the record and 1, then 4.  The batch
+ * counts records and cuts a run, never more.
+ */
+#define RUNS_TOTAL 16u
+#define RUNS_MAX 16u
+
+struct runs_sink {
+	struct lull_loop *loop;
+	uint64_t next;                /* the value the next item must carry */
+	unsigned counts[RUNS_MAX];    /* each run's count, in order */
+	unsigned nruns, errors, poisons, poison_counts;
+};
+
+static int runs_handler(const struct lull_items *run, void *ctx)
+{
+	struct runs_sink *s = ctx;
+	const unsigned char *p = run->data;
+	uint64_t v;
+
+	if (run->type < 1) { /* the stop's poison: a run of one */
+		s->poisons++;
+		s->poison_counts += run->count;
+		return LULL_READ_CONTINUE;
+	}
+	if (s->nruns < RUNS_MAX)
+		s->counts[s->nruns] = run->count;
+	s->nruns++;
+	if (run->len != sizeof(v) || run->count < 1)
+		s->errors++;
+	for (uint32_t i = 0; i < run->count && run->len == sizeof(v); i++) {
+		memcpy(&v, p + (size_t)i * sizeof(v), sizeof(v));
+		if (v != s->next++)
+			s->errors++;
+	}
+	if (s->next == RUNS_TOTAL)
+		lull_loop_stop(s->loop);
+	return LULL_READ_CONTINUE;
+}
+
+LOOP_TEST(attach_items_hands_an_array_out_in_runs_cut_by_the_batch,
+	  .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	static const unsigned want[] = { 4, 4, 2, 1, 1, 4 };
+	struct runs_sink sink = { 0 };
+	uint64_t first[10], one = 10, second[5];
+	struct lull_producer *prod;
+	struct lull_ring *ring;
+
+	for (unsigned i = 0; i < 10; i++)
+		first[i] = i;
+	for (unsigned i = 0; i < 5; i++)
+		second[i] = 11 + i;
+	sink.loop = loop_new(backend, 0);
+	ring = ring_new(LULL_RING_SPSC, 4096);
+	prod = producer_new(ring);
+	check_eq(lull_spsc_write_array(prod, 2, first, sizeof(first[0]), 10),
+		 0);
+	check_eq(lull_spsc_write(prod, 2, &one, sizeof(one)), 0);
+	check_eq(lull_spsc_write_array(prod, 2, second, sizeof(second[0]), 5),
+		 0);
+	check_eq(lull_loop_attach_items(sink.loop, ring, runs_handler, &sink,
+					4),
+		 0);
+	run_loop(sink.loop);
+
+	check_eq(sink.errors, 0);
+	check_eq(sink.next, RUNS_TOTAL);
+	check_eq(sink.nruns, ARRAY_SIZE(want));
+	for (unsigned i = 0; i < ARRAY_SIZE(want) && i < sink.nruns; i++)
+		check(sink.counts[i] == want[i], "run %u had %u items, want %u",
+		      i, sink.counts[i], want[i]);
+	check_eq(sink.poisons, 1);
+	check_eq(sink.poison_counts, 1);
+	check_ring_ended(sink.loop, ring, prod, false);
+	check_eq(lull_producer_detach(prod), 0);
+	loop_free(sink.loop);
+	check_eq(lull_ring_destroy(ring), 0);
 }
 
 /* --- detach and attach again ------------------------------------------ */

@@ -140,6 +140,15 @@ int lull_loop_attach(struct lull_loop *loop, struct lull_ring *ring,
 		     lull_record_fn fn, void *ctx, unsigned batch);
 
 /*
+ * lull_loop_attach(), the loop reading the ring in runs as
+ * lull_ring_read_items() does: an array record's items reach @fn in one
+ * call, every other record (death, fatal and poison included) as a run
+ * of one; @batch still counts records.  The same returns.
+ */
+int lull_loop_attach_items(struct lull_loop *loop, struct lull_ring *ring,
+			   lull_items_fn fn, void *ctx, unsigned batch);
+
+/*
  * Detach a ring; records still in it stay there.  Returns 0, -EINVAL,
  * -ENOENT (not attached).
  */
