@@ -536,7 +536,6 @@ static inline int never_called_run(const struct lull_items *run, void *ctx)
 	return LULL_READ_CONTINUE;
 }
 
-
 /* Callbacks that do nothing. */
 static void nop_cqe(struct lull_loop *loop, int res, uint32_t flags,
 		    void *ctx)
