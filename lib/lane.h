@@ -144,4 +144,37 @@ static inline int lane_check(const struct lull_producer *prod)
 	return 0;
 }
 
+/*
+ * Find room for a record of @length bytes (header included) at the
+ * producer's tail: where its header goes and where the tail ends up.
+ * Returns 0 or -EAGAIN.
+ */
+static inline int lane_reserve(struct lull_producer *prod, uint32_t length,
+			       uint64_t *posp, uint64_t *endp)
+{
+	uint64_t tail = lane_tail(prod);
+	uint64_t size = lull__align8(length);
+	uint64_t pad = lull__wrap_padding(tail, prod->mask, size);
+	uint64_t end = tail + pad + size;
+
+	if (unlikely(!lane_room(prod, end)))
+		return lull__full(prod);
+	*posp = tail + pad;
+	*endp = end;
+	return 0;
+}
+
+/* Write the padding (if any) and the record header, then publish. */
+static inline void lane_publish(struct lull_producer *prod, uint64_t pos,
+				uint64_t end, uint32_t length, int32_t type)
+{
+	uint64_t tail = lane_tail(prod);
+
+	if (pos != tail)
+		lane_header(prod, tail, (uint32_t)(pos - tail),
+			    LULL_TYPE_PADDING);
+	lane_header(prod, pos, length, type);
+	lane_tail_store(prod, end);
+}
+
 #endif /* LULL_PRIVATE_LANE_H */

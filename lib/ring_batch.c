@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "lane.h"
+#include "mpsc.h"
 
 /*
  * Where a batch's records come from: claims (the caller writes payloads
@@ -245,16 +246,6 @@ static int lane_claim_checked(struct lull_producer *prod,
 	return 0;
 }
 
-/* The MPSC claim calls' checks: an MPSC producer with no claim. */
-static int mpsc_claim_check(const struct lull_producer *prod)
-{
-	if (unlikely(!prod || prod->mode != LULL_RING_MPSC))
-		return -EINVAL;
-	if (unlikely(prod->claimed))
-		return -EBUSY;
-	return 0;
-}
-
 /*
  * A claim call's checks, before anything is touched: the producer's
  * family and claim (a lane's, or the shared MPSC lane's), then the batch.
@@ -262,7 +253,7 @@ static int mpsc_claim_check(const struct lull_producer *prod)
 static int claim_checks(const struct lull_producer *prod,
 			const struct batch_src *src, bool mpsc)
 {
-	int ret = mpsc ? mpsc_claim_check(prod) : lane_check(prod);
+	int ret = mpsc ? mpsc_check(prod) : lane_check(prod);
 
 	if (unlikely(ret < 0))
 		return ret;
@@ -547,68 +538,81 @@ static int array_src(struct batch_src *src, int32_t type, const void *items,
 }
 
 /*
- * Whether an array goes into one record, packed (region.h): two items or
- * more, of a multiple of 8 bytes each (so that every item is as aligned
- * as a record's payload), that fit one record together.
+ * Write an array packed: one record of type LULL_TYPE_ARRAY, its array
+ * header, then the items in one copy.  It is written and committed as any
+ * single record (mpsc.h, lane.h), so it is delivered whole; the consumer
+ * hands out its items one by one (ring_read.c).
  */
-static bool array_packs(const struct lull_producer *prod,
-			const struct batch_src *src)
+static int array_write_packed(struct lull_producer *prod, int32_t type,
+			      const void *items, uint32_t item_len,
+			      unsigned count, bool mpsc)
 {
-	return src->count > 1 && src->item_len && !(src->item_len & 7) &&
-	       (uint64_t)src->count * src->item_len <=
-		       prod->max_record - LULL_RECORD_HEADER_SIZE -
-			       sizeof(struct lull_array_header);
-}
-
-/*
- * Write a checked array packed: one record of type LULL_TYPE_ARRAY, its
- * array header, then the items in one copy.  It is claimed and committed
- * as any single record, so it is delivered whole; the consumer hands out
- * its items one by one (ring_read.c).
- */
-static int array_write_packed(struct lull_producer *prod,
-			      const struct batch_src *src, bool mpsc)
-{
-	size_t bytes = (size_t)src->count * src->item_len;
-	struct lull_claim claim = {
-		.len = (uint32_t)(sizeof(struct lull_array_header) + bytes),
-		.type = LULL_TYPE_ARRAY,
-	};
-	struct batch_src one = { .claims = &claim, .count = 1 };
+	size_t bytes = (size_t)count * item_len;
+	uint32_t length = (uint32_t)(LULL_RECORD_HEADER_SIZE +
+				     sizeof(struct lull_array_header) + bytes);
 	struct lull_array_header *ah;
+	uint64_t pos, end;
 	int ret;
 
-	ret = mpsc ? mpsc_claim_checked(prod, &one)
-		   : lane_claim_checked(prod, &one);
-	if (unlikely(ret < 0))
-		return ret;
-	ah = claim.data;
-	ah->item_type = src->item_type;
-	ah->item_len = src->item_len;
-	memcpy(ah + 1, src->items, bytes);
-	claim_commit(prod);
+	if (mpsc) {
+		ret = mpsc_reserve(prod, length, &pos);
+		if (unlikely(ret < 0))
+			return ret;
+	} else {
+		ret = lane_enter(prod);
+		if (unlikely(ret < 0))
+			return ret;
+		ret = lane_reserve(prod, length, &pos, &end);
+		if (unlikely(ret < 0)) {
+			lane_leave(prod);
+			return ret;
+		}
+	}
+	ah = (struct lull_array_header *)(lull__header_at(prod->data,
+							  prod->mask, pos) + 1);
+	ah->item_type = type;
+	ah->item_len = item_len;
+	memcpy(ah + 1, items, bytes);
+	if (mpsc) {
+		mpsc_commit_at(prod, pos, length, LULL_TYPE_ARRAY);
+	} else {
+		lane_publish(prod, pos, end, length, LULL_TYPE_ARRAY);
+		lane_leave(prod);
+	}
 	return 0;
 }
 
 /*
- * Write an array: on a lane, or (@mpsc) through the shared MPSC lane;
- * packed into one record where it can be, else record by record.  Its
- * checks and errors are a batch's either way.
+ * Write an array: on a lane, or (@mpsc) through the shared MPSC lane.
+ * Packed into one record where it can be: two items or more, of a
+ * multiple of 8 bytes each (so that every item is as aligned as a
+ * record's payload), that fit one record together; such an array always
+ * passes batch_check() too (its records would take at most twice its
+ * bytes, and the bound is 7 records), so its errors are a batch's.  Else
+ * record by record, checked as a batch.
  */
 static int array_write(struct lull_producer *prod, int32_t type,
 		       const void *items, size_t item_len, unsigned count,
 		       bool mpsc)
 {
 	struct batch_src src;
-	int ret = array_src(&src, type, items, item_len, count);
+	int ret = mpsc ? mpsc_check(prod) : lane_check(prod);
 
 	if (unlikely(ret < 0))
 		return ret;
-	ret = claim_checks(prod, &src, mpsc);
+	if (likely(type >= 1 && count > 1 && items && item_len &&
+		   !(item_len & 7) && item_len <= prod->max_record &&
+		   (uint64_t)count * item_len <=
+			   prod->max_record - LULL_RECORD_HEADER_SIZE -
+				   sizeof(struct lull_array_header)))
+		return array_write_packed(prod, type, items,
+					  (uint32_t)item_len, count, mpsc);
+	ret = array_src(&src, type, items, item_len, count);
 	if (unlikely(ret < 0))
 		return ret;
-	if (array_packs(prod, &src))
-		return array_write_packed(prod, &src, mpsc);
+	ret = batch_check(prod, &src);
+	if (unlikely(ret < 0))
+		return ret;
 	if (!mpsc)
 		return lane_write_array(prod, &src);
 	ret = mpsc_claim_checked(prod, &src);

@@ -644,6 +644,9 @@ BATCH_TEST(array_arguments_are_checked, TIMEOUT_S)
 		     -EMSGSIZE);
 	cr_assert_eq(b->write_array(f.prod, 1, items, 8, UINT32_MAX),
 		     -EMSGSIZE);
+	/* Items whose total overflows 64 bits: too long, not packed. */
+	cr_assert_eq(b->write_array(f.prod, 1, items, (SIZE_MAX >> 3) + 1, 8),
+		     -EMSGSIZE);
 	/* A claim held: -EBUSY, and the claim is intact. */
 	pending_claim(&f, &pc, f.prod, 16, WILL_COMMIT);
 	cr_assert_eq(b->write_array(f.prod, 1, items, 8, 2), -EBUSY);
