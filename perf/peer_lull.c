@@ -184,26 +184,43 @@ static int lull_run_8(const struct lull_items *run, void *ctx)
 	return LULL_READ_CONTINUE;
 }
 
-/* Any other payload: each record as lull_handler() takes it. */
+/*
+ * Any other payload.  Above 8 bytes, the run is copied out in chunks of
+ * ITEM_POP messages into the sink, as a bulk pop copies its items out
+ * (peer_items.hpp), and each message's value is taken from its copy;
+ * smaller ones as lull_handler() takes them.
+ */
 static int lull_run_any(const struct lull_items *run, void *ctx)
 {
 	struct consumer_state *cs = ctx;
 	const unsigned char *p = run->data;
-	uint64_t v;
+	const size_t len = run->len;
+	uint32_t i, done, n;
+	uint64_t v, sum = 0;
 
 	if (unlikely(run->type != MSG_TYPE))
 		return lull_other_run(cs, run);
 	cs->bad |= run->len ^ cs->payload;
-	for (uint32_t i = 0; i < run->count; i++, p += run->len) {
-		if (run->len > 8) {
-			if (likely(run->len == cs->payload))
-				tp_take_copy(cs, p, cs->payload);
-			continue;
+	if (len <= 8) {
+		for (i = 0; i < run->count; i++, p += len) {
+			v = 0;
+			memcpy(&v, p, len);
+			tp_take_value(cs, v);
 		}
-		v = 0;
-		memcpy(&v, p, run->len);
-		tp_take_value(cs, v);
+		return LULL_READ_CONTINUE;
 	}
+	if (unlikely(len != cs->payload))
+		return LULL_READ_CONTINUE; /* counted bad above */
+	for (done = 0; done < run->count; done += n) {
+		n = run->count - done < ITEM_POP ? run->count - done : ITEM_POP;
+		memcpy(cs->sink, p + (size_t)done * len, (size_t)n * len);
+		for (i = 0; i < n; i++) {
+			memcpy(&v, cs->sink + (size_t)i * len, 8);
+			sum += v & cs->mask;
+		}
+	}
+	cs->sum += sum;
+	cs->count += run->count;
 	return LULL_READ_CONTINUE;
 }
 

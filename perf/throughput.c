@@ -258,7 +258,9 @@ static void *consumer_main(void *arg)
 		.payload = cfg->payload,
 	};
 
-	cs.sink = aligned_alloc(64, (cfg->payload + 64) & ~(size_t)63);
+	/* Room for ITEM_POP messages: lull_run_any() copies a run out so. */
+	cs.sink = aligned_alloc(64,
+				(ITEM_POP * cfg->payload + 64) & ~(size_t)63);
 	if (!cs.sink) {
 		tp_run_fail(run, "consumer: out of memory");
 		goto out;
