@@ -93,14 +93,26 @@ static inline uint32_t array_items(const struct lull_record_header *hdr,
 	uint32_t room = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
 	uint32_t len = ah->item_len;
 	int32_t type = ah->item_type;
+	uint32_t bytes, count;
 
 	if (unlikely(room < sizeof(*ah) || type < 1 || !len || (len & 7) ||
-		     len > max_record - LULL_RECORD_HEADER_SIZE ||
-		     (room - sizeof(*ah)) % len))
+		     len > max_record - LULL_RECORD_HEADER_SIZE))
+		return 0;
+	bytes = room - (uint32_t)sizeof(*ah);
+	/*
+	 * A division costs tens of cycles, once per array: item lengths are
+	 * mostly powers of two, whose count is a shift, and otherwise one
+	 * division serves the count and the check of the rest.
+	 */
+	if (likely(!(len & (len - 1))))
+		count = bytes >> __builtin_ctz(len);
+	else
+		count = bytes / len;
+	if (unlikely(count * len != bytes))
 		return 0;
 	*lenp = len;
 	*typep = type;
-	return (room - (uint32_t)sizeof(*ah)) / len;
+	return count;
 }
 
 /* Item @item of an array whose items are @len bytes, as a record. */

@@ -273,6 +273,7 @@ Test(hostile, an_array_no_producer_writes_is_eproto, .timeout = TIMEOUT_S)
 	expect_array_refused(80, 1, 0);    /* empty items */
 	expect_array_refused(80, 1, 12);   /* not a multiple of 8 */
 	expect_array_refused(80, 1, 24);   /* 64 is no multiple of 24 */
+	expect_array_refused(88, 1, 16);   /* nor 72 of 16 */
 	expect_array_refused(80, 1, 512);  /* above the largest payload */
 	expect_array_refused(16, 1, 8);    /* no item at all */
 	expect_array_refused(12, 1, 8);    /* no room for its header */
