@@ -14,8 +14,8 @@
  * producer never shows it half.  Every record but the last carries
  * LULL_LENGTH_BATCH_MORE, so that an immediate shutdown never cuts a batch
  * the consumer began (ring_read.c).  An array of alike items of a multiple
- * of 8 bytes goes packed into one record instead (region.h), claimed and
- * committed as any single one.
+ * of 8 bytes goes packed into one record instead (region.h), written on
+ * the steps of a single record (mpsc.h, lane.h).
  */
 #include <string.h>
 
