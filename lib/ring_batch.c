@@ -587,9 +587,9 @@ static int array_write_packed(struct lull_producer *prod, int32_t type,
  * Packed into one record where it can be: two items or more, of a
  * multiple of 8 bytes each (so that every item is as aligned as a
  * record's payload), that fit one record together; such an array always
- * passes batch_check() too (its records would take at most twice its
- * bytes, and the bound is 7 records), so its errors are a batch's.  Else
- * record by record, checked as a batch.
+ * passes batch_check() too (as records it would take at most twice its
+ * bytes, two largest records, where a batch may take seven), so its
+ * errors are a batch's.  Else record by record, checked as a batch.
  */
 static int array_write(struct lull_producer *prod, int32_t type,
 		       const void *items, size_t item_len, unsigned count,
