@@ -13,10 +13,15 @@ per-round ratios lull-*/peer (lull-spsc against the SPSC peers, lull-mpsc
 and lull-lanes against the others), counting only rounds in which both
 rings saw the same regime.
 
+Each ring, producer count and payload is its own configuration.  With
+--best, each lull ring is compared with the fastest peer of its class in
+each round, not with each peer; a round counts where lull and that peer
+saw the same regime.
+
 With --ab OLD NEW it compares two builds instead: each ring's median in
 OLD's rounds and in NEW's, per regime, and their ratio (NEW / OLD).
 
-Usage: perf/regime_summary.py [--split-ns N] FILE...   (default split 300)
+Usage: perf/regime_summary.py [--split-ns N] [--best] FILE...   (default split 300)
        perf/regime_summary.py [--split-ns N] --ab OLD.json NEW.json
 """
 import json
@@ -68,10 +73,92 @@ def ab(old, new, split):
                        statistics.median(n) / statistics.median(o)))
 
 
+def read_rounds(path, split):
+    """Each round's results: {(ring, producers, payload): (regime, M/s)}."""
+    rounds, cur = [], None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            obj = json.loads(line)
+            if "round" in obj:
+                cur = {}
+                rounds.append(cur)
+                continue
+            if cur is None or "msgs_per_s" not in obj:
+                continue
+            regime = "near" if obj["c2c_round_trip_ns"] < split else "far"
+            cur[(obj["ring"], obj["producers"], obj["payload"])] = (
+                regime, obj["msgs_per_s"] / 1e6)
+    return rounds
+
+
+def config_name(config):
+    return "P%d %dB" % (config[0], config[1])
+
+
+def summarize(path, split, best):
+    rounds = read_rounds(path, split)
+    print("%s: %d rounds, regimes split at c2c %d ns" %
+          (path, len(rounds), split))
+    keys = []
+    for r in rounds:
+        for key in r:
+            if key not in keys:
+                keys.append(key)
+    configs = []
+    for (_, producers, payload) in keys:
+        if (producers, payload) not in configs:
+            configs.append((producers, payload))
+    rings = []
+    for (ring, _, _) in keys:
+        if ring not in rings:
+            rings.append(ring)
+    for regime in ("near", "far"):
+        print("  %s (c2c %s %d ns):" %
+              (regime, "<" if regime == "near" else ">=", split))
+        for config in configs:
+            for name in rings:
+                key = (name,) + config
+                rates = [r[key][1] for r in rounds
+                         if key in r and r[key][0] == regime]
+                if rates:
+                    print("    %-16s %-9s %3d runs  median %7.1f M msgs/s" %
+                          (name, config_name(config), len(rates),
+                           statistics.median(rates)))
+            for lull in [n for n in rings if n.startswith("lull-")]:
+                peers = [n for n in rings
+                         if not n.startswith("lull-") and same_class(lull, n)]
+                groups = [[p] for p in peers]
+                if best:
+                    groups = [peers]
+                for group in groups:
+                    ratios, winners = [], set()
+                    for r in rounds:
+                        mine = r.get((lull,) + config)
+                        theirs = [(r[(p,) + config][1], p) for p in group
+                                  if (p,) + config in r]
+                        if not mine or mine[0] != regime or not theirs:
+                            continue
+                        rate, winner = max(theirs)
+                        if r[(winner,) + config][0] != regime:
+                            continue
+                        ratios.append(mine[1] / rate)
+                        winners.add(winner)
+                    if ratios:
+                        print("    %s / %s %s: median %.2fx over %d rounds "
+                              "(%.2f..%.2f)" %
+                              (lull, "best of (%s)" % "/".join(sorted(winners))
+                               if best else group[0], config_name(config),
+                               statistics.median(ratios), len(ratios),
+                               min(ratios), max(ratios)))
+
+
 def main(argv):
     split = 300
     files = []
-    compare = False
+    compare = best = False
     i = 0
     while i < len(argv):
         if argv[i] == "--split-ns":
@@ -80,6 +167,10 @@ def main(argv):
             continue
         if argv[i] == "--ab":
             compare = True
+            i += 1
+            continue
+        if argv[i] == "--best":
+            best = True
             i += 1
             continue
         files.append(argv[i])
@@ -94,53 +185,7 @@ def main(argv):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     for path in files:
-        rounds, cur = [], None
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                obj = json.loads(line)
-                if "round" in obj:
-                    cur = {}
-                    rounds.append(cur)
-                    continue
-                if cur is None or "msgs_per_s" not in obj:
-                    continue
-                key = "%s P%d %dB%s" % (obj["ring"], obj["producers"],
-                                        obj["payload"],
-                                        " x%d" % obj["producer_batch"]
-                                        if obj.get("producer_batch", 1) > 1
-                                        else "")
-                regime = "near" if obj["c2c_round_trip_ns"] < split else "far"
-                cur[obj["ring"]] = (key, regime, obj["msgs_per_s"] / 1e6)
-        print("%s: %d rounds, regimes split at c2c %d ns" %
-              (path, len(rounds), split))
-        rings = []
-        for r in rounds:
-            for name in r:
-                if name not in rings:
-                    rings.append(name)
-        for regime in ("near", "far"):
-            print("  %s (c2c %s %d ns):" %
-                  (regime, "<" if regime == "near" else ">=", split))
-            for name in rings:
-                rates = [r[name][2] for r in rounds
-                         if name in r and r[name][1] == regime]
-                if rates:
-                    print("    %-16s %3d runs  median %7.1f M msgs/s" %
-                          (name, len(rates), statistics.median(rates)))
-            for lull in [n for n in rings if n.startswith("lull-")]:
-                for peer in [n for n in rings if not n.startswith("lull-")
-                             and same_class(lull, n)]:
-                    ratios = [r[lull][2] / r[peer][2] for r in rounds
-                              if lull in r and peer in r and
-                              r[lull][1] == regime and r[peer][1] == regime]
-                    if ratios:
-                        print("    %s / %s: median %.2fx over %d rounds "
-                              "(%.2f..%.2f)" %
-                              (lull, peer, statistics.median(ratios),
-                               len(ratios), min(ratios), max(ratios)))
+        summarize(path, split, best)
     return 0
 
 
