@@ -51,7 +51,7 @@ struct lull_lane {
 	/*
 	 * SPSC and LANES: 1 while the lane's producer is inside a write or
 	 * holds a claim, so that a closing consumer knows whether a record
-	 * may still be published (spsc_enter() in ring_spsc.c).  Beside tail:
+	 * may still be published (lane_enter() in lane.h).  Beside tail:
 	 * both are the producer's, and the consumer reads them only while
 	 * closing (it finds records in band, never through tail).
 	 */

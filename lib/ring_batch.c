@@ -269,8 +269,8 @@ static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
 
 /*
  * An MPSC producer claims a checked batch with one CAS on the shared
- * tail, as mpsc_reserve() does one record (ring_mpsc.c, which explains
- * the orders); a wrap before the first record is published at once as
+ * tail, as mpsc_reserve() does one record (mpsc.h, which explains the
+ * orders); a wrap before the first record is published at once as
  * padding, so the gate is the first record.
  */
 static int mpsc_claim_checked(struct lull_producer *prod,

@@ -8,8 +8,8 @@
  * lull__producer_barrier() in lib/park.h, lull__wake_region() and
  * lull__barrier_heavy() in lib/wake.c); with SHUTDOWN, how a ring ends:
  * lull__shutdown() and its wake in lib/shutdown.c, the producers' -EPIPE
- * paths (mpsc_reserve() in lib/ring_mpsc.c, spsc_enter() and spsc_leave()
- * in lib/ring_spsc.c) and the consumer's drain and poison (closure_next()
+ * paths (mpsc_reserve() in lib/mpsc.h, lane_enter() and lane_leave() in
+ * lib/lane.h) and the consumer's drain and poison (closure_next()
  * and closure_final_tail() in lib/ring_read.c); with ROOM, the room
  * handshake, the same one with the roles swapped (lull_producer_wait() in
  * lib/producer_wait.c against lull__space_notify() in lib/park.h).  The
@@ -109,7 +109,7 @@
  *   SPSC               with SHUTDOWN and NPROD 1: the SPSC ring's shutdown
  *   EXITS              a producer's thread may end between two writes
  *   ROOM               lull_producer_wait()'s handshake instead of the park
- *   EPIPE_NO_NOTIFY    broken, with SPSC: spsc_enter()'s -EPIPE path clears
+ *   EPIPE_NO_NOTIFY    broken, with SPSC: lane_enter()'s -EPIPE path clears
  *                      busy without notifying (how the code first was: a
  *                      consumer waiting for busy sleeps for good)
  *   NO_PRODUCER_FENCE  broken: no notify_barrier, a producer's check may pass
@@ -135,7 +135,7 @@
  *                      counts a record committed to an awake consumer
  *   OLD_COUNT          broken: both, the counting lib/park.c had before
  *   NO_BUSY            broken, SPSC: no busy handshake at all
- *   NO_BUSY_FENCE      broken, SPSC: no barrier in spsc_enter(), the state
+ *   NO_BUSY_FENCE      broken, SPSC: no barrier in lane_enter(), the state
  *                      check may pass the buffered busy = 1
  *   NO_CLOSE_BARRIER   broken, SPSC: no barrier in closure_final_tail(),
  *                      which with ASYM leaves busy = 1 in the producer's
@@ -289,7 +289,7 @@ byte ptail;   /* region->tail, the published tail, as every CPU sees it */
 #define READABLE committed[head]
 #endif
 #if defined(SPSC) && !defined(EPIPE_NO_NOTIFY)
-#define EPIPE_NOTIFIES 1 /* an SPSC -EPIPE leaves via spsc_leave() */
+#define EPIPE_NOTIFIES 1 /* an SPSC -EPIPE leaves via lane_leave() */
 #else
 #define EPIPE_NOTIFIES 0
 #endif
@@ -381,7 +381,7 @@ inline closure_next(r)
 #endif
 		if
 		:: busy ->
-			skip /* its spsc_leave() will wake us */
+			skip /* its lane_leave() will wake us */
 		:: else ->
 			d_step {
 				final = ptail;
@@ -624,7 +624,7 @@ active [NPROD] proctype producer()
 	:: k < RECORDS ->
 #ifdef SPSC
 		/*
-		 * spsc_enter(): busy = 1 (relaxed), barrier, check the state.
+		 * lane_enter(): busy = 1 (relaxed), barrier, check the state.
 		 * The store drains the last one, busy = 0 of the last write.
 		 */
 enter:
@@ -646,7 +646,7 @@ enter:
 enter_check:
 		if
 		:: closed ->
-			/* -EPIPE: spsc_leave(): busy = 0, then notify. */
+			/* -EPIPE: lane_leave(): busy = 0, then notify. */
 			d_step {
 				drain_producer(me);
 #ifndef NO_BUSY
@@ -675,7 +675,7 @@ commit:
 				sb[me] = pos + 1;
 				inflight++
 			};
-			/* spsc_leave(): busy = 0 (release), lull__notify() */
+			/* lane_leave(): busy = 0 (release), lull__notify() */
 leave:
 #ifdef NO_BUSY
 			skip
