@@ -50,22 +50,12 @@ static inline bool lane_room(struct lull_producer *prod, uint64_t end)
 	return end - prod->head_cache <= prod->mask + 1;
 }
 
-/*
- * Publish a record header: the type, then the length with release.  The
- * consumer finds records in band (ring_read.c): a header whose length
- * reads positive is committed.  Pairs with its acquire load of the
- * length: the type and payload written before are visible once the
- * length is.
- */
+/* Publish a record header on the lane (lull__header_publish()). */
 static inline void lane_header(struct lull_producer *prod, uint64_t pos,
 			       uint32_t length, int32_t type)
 {
-	struct lull_record_header *hdr =
-		lull__header_at(prod->data, prod->mask, pos);
-
-	hdr->type = type;
-	atomic_store_explicit(&hdr->length, (int32_t)length,
-			      memory_order_release);
+	lull__header_publish(prod->data, prod->mask, pos, (int32_t)length,
+			     type);
 }
 
 /*

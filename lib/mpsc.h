@@ -19,19 +19,72 @@
  * needs at the wrap, and mark it claimed.  Returns 0 and the position of the
  * record header in *posp, or -EAGAIN, or -EPIPE after a shutdown.
  */
+/*
+ * Is the shared lane free up to @end?  Refreshes the head we know of only
+ * when the cached one says no; when full, gives the claim's try up.
+ * Signed: our tail may be older than a head another producer let us see;
+ * the CAS then fails and we retry with a fresh tail rather than report a
+ * full ring.  Returns 0, -EAGAIN, or -EPIPE (lull__full()).
+ */
+static inline int mpsc_room(struct lull_producer *prod, uint64_t end)
+{
+	const int64_t cap = (int64_t)(prod->mask + 1);
+
+	if (likely((int64_t)(end - prod->head_cache) <= cap))
+		return 0;
+	/*
+	 * Pairs with the consumer's release store of head: its reads and its
+	 * zeroing of the space we are about to write are finished before our
+	 * writes.
+	 */
+	prod->head_cache =
+		atomic_load_explicit(&prod->lane->head, memory_order_acquire);
+	if ((int64_t)(end - prod->head_cache) <= cap)
+		return 0;
+	lull__claim_given_up(prod);
+	return lull__full(prod);
+}
+
+/*
+ * Claim [*tailp, @end) with one CAS on the shared tail, announced first
+ * (a shared region's slot, handles.h).  On a lost race, *tailp is the
+ * tail the CAS saw, and the retry is counted.
+ */
+static inline bool mpsc_take(struct lull_producer *prod, uint64_t *tailp,
+			     uint64_t end)
+{
+	lull__claim_try(prod, *tailp, end);
+	/*
+	 * Relaxed: the CAS only has to be atomic.  The space it hands us was
+	 * made writable by the acquire of head in mpsc_room(), and the
+	 * consumer learns about our record from its length, not from tail.
+	 */
+	if (atomic_compare_exchange_weak_explicit(&prod->lane->tail, tailp,
+						  end, memory_order_relaxed,
+						  memory_order_relaxed))
+		return true;
+	/* Private to this producer: lull_producer_stats(). */
+	prod->claim_retries++;
+	return false;
+}
+
+/*
+ * Claim a record of @length bytes (header included), with the padding it
+ * needs at the wrap, and mark it claimed.  Returns 0 and the position of the
+ * record header in *posp, or -EAGAIN, or -EPIPE after a shutdown.
+ */
 static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 			       uint64_t *posp)
 {
-	struct lull_lane *lane = prod->lane;
-	uint64_t cap = prod->mask + 1;
 	uint64_t size = lull__align8(length);
 	uint64_t tail, pad, end;
 	struct lull_record_header *hdr;
+	int ret;
 
 	if (lull__consumer_lost(prod))
 		return -EPIPE;
 	/* Relaxed: the CAS below validates whatever we read here. */
-	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
+	tail = atomic_load_explicit(&prod->lane->tail, memory_order_relaxed);
 	for (;;) {
 		/*
 		 * Closed is a bit of tail itself, so the CAS that claims
@@ -43,47 +96,17 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 		}
 		pad = lull__wrap_padding(tail, prod->mask, size);
 		end = tail + pad + size;
-		/*
-		 * Signed: our tail may be older than a head another producer
-		 * let us see; the CAS then fails and we retry with a fresh
-		 * tail rather than report a full ring.
-		 */
-		if (unlikely((int64_t)(end - prod->head_cache) > (int64_t)cap)) {
-			/*
-			 * Pairs with the consumer's release store of head:
-			 * its reads and its zeroing of the space we are about
-			 * to write are finished before our writes.
-			 */
-			prod->head_cache = atomic_load_explicit(
-				&lane->head, memory_order_acquire);
-			if ((int64_t)(end - prod->head_cache) > (int64_t)cap) {
-				lull__claim_given_up(prod);
-				return lull__full(prod);
-			}
-		}
-		lull__claim_try(prod, tail, end);
-		/*
-		 * Relaxed: the CAS only has to be atomic.  The space it hands
-		 * us was made writable by the acquire of head above, and the
-		 * consumer learns about our record from its length, not from
-		 * tail.
-		 */
-		if (atomic_compare_exchange_weak_explicit(
-			    &lane->tail, &tail, end, memory_order_relaxed,
-			    memory_order_relaxed))
+		ret = mpsc_room(prod, end);
+		if (unlikely(ret < 0))
+			return ret;
+		if (mpsc_take(prod, &tail, end))
 			break;
-		/* Private to this producer: lull_producer_stats(). */
-		prod->claim_retries++;
 	}
 	lull__claim_won(prod);
 
-	if (pad) {
-		hdr = lull__header_at(prod->data, prod->mask, tail);
-		hdr->type = LULL_TYPE_PADDING;
-		/* Pairs with the consumer's acquire load of length. */
-		atomic_store_explicit(&hdr->length, (int32_t)pad,
-				      memory_order_release);
-	}
+	if (pad)
+		lull__header_publish(prod->data, prod->mask, tail,
+				     (int32_t)pad, LULL_TYPE_PADDING);
 	hdr = lull__header_at(prod->data, prod->mask, tail + pad);
 	/*
 	 * Relaxed: "claimed" is informational (the consumer treats it as not
@@ -95,24 +118,14 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 	return 0;
 }
 
+/* Commit the claimed record at @pos (lull__header_publish()), then wake. */
 static inline void mpsc_commit_at(struct lull_producer *prod, uint64_t pos,
 				  uint32_t length, int32_t type)
 {
-	struct lull_record_header *hdr =
-		lull__header_at(prod->data, prod->mask, pos);
-
-	hdr->type = type;
-	/*
-	 * Pairs with the consumer's acquire load of length: type and payload
-	 * are visible before the record reads as committed.
-	 */
-	atomic_store_explicit(&hdr->length, (int32_t)length,
-			      memory_order_release);
+	lull__header_publish(prod->data, prod->mask, pos, (int32_t)length,
+			     type);
 	lull__claim_done(prod);
-	/*
-	 * An abort lands here too: turning a claim into padding can make the
-	 * records behind it readable, so it must wake a parked consumer.
-	 */
+	/* The park handshake's producer half: wake a parked consumer. */
 	lull__notify(prod);
 }
 

@@ -27,6 +27,23 @@ static inline struct lull_record_header *lull__header_at(unsigned char *data,
 }
 
 /*
+ * Publish the header at @pos: the type, then the length with release.
+ * The consumer finds records in band (ring_read.c): a header whose length
+ * reads positive is committed.  Pairs with its acquire load of the
+ * length: the type, and the payload and any header written before, are
+ * visible once the length is.
+ */
+static inline void lull__header_publish(unsigned char *data, uint64_t mask,
+					uint64_t pos, int32_t length,
+					int32_t type)
+{
+	struct lull_record_header *hdr = lull__header_at(data, mask, pos);
+
+	hdr->type = type;
+	atomic_store_explicit(&hdr->length, length, memory_order_release);
+}
+
+/*
  * Copy a payload of at most 16 bytes, the common small message, with at
  * most two overlapping fixed-size moves: a call into libc's memcpy costs
  * more than such a copy.  Never reads @src when @len is 0 (it may be NULL).

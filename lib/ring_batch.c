@@ -277,45 +277,30 @@ static int mpsc_claim_checked(struct lull_producer *prod,
 			      const struct batch_src *src)
 {
 	struct lull_record_header *hdr;
-	struct lull_lane *lane = prod->lane;
-	uint64_t cap = prod->mask + 1, tail, end, first;
+	uint64_t tail, end, first;
+	int ret;
 
 	if (lull__consumer_lost(prod))
 		return -EPIPE;
 	/* Relaxed: the CAS validates it. */
-	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
+	tail = atomic_load_explicit(&prod->lane->tail, memory_order_relaxed);
 	for (;;) {
 		if (unlikely(tail & LULL_TAIL_CLOSED)) {
 			lull__claim_given_up(prod);
 			return -EPIPE;
 		}
 		end = batch_end(prod, src, tail, &first);
-		if (unlikely((int64_t)(end - prod->head_cache) > (int64_t)cap)) {
-			/* Pairs with the consumer's release store of head. */
-			prod->head_cache = atomic_load_explicit(
-				&lane->head, memory_order_acquire);
-			if ((int64_t)(end - prod->head_cache) >
-			    (int64_t)cap) {
-				lull__claim_given_up(prod);
-				return lull__full(prod);
-			}
-		}
-		lull__claim_try(prod, tail, end);
-		/* Relaxed: as in mpsc_reserve(). */
-		if (atomic_compare_exchange_weak_explicit(
-			    &lane->tail, &tail, end, memory_order_relaxed,
-			    memory_order_relaxed))
+		ret = mpsc_room(prod, end);
+		if (unlikely(ret < 0))
+			return ret;
+		if (mpsc_take(prod, &tail, end))
 			break;
-		prod->claim_retries++;
 	}
 	lull__claim_won(prod);
-	if (first != tail) {
-		hdr = lull__header_at(prod->data, prod->mask, tail);
-		hdr->type = LULL_TYPE_PADDING;
-		/* Pairs with the consumer's acquire load of length. */
-		atomic_store_explicit(&hdr->length, (int32_t)(first - tail),
-				      memory_order_release);
-	}
+	if (first != tail)
+		lull__header_publish(prod->data, prod->mask, tail,
+				     (int32_t)(first - tail),
+				     LULL_TYPE_PADDING);
 	/* Relaxed: "claimed" only tells the consumer to wait here. */
 	hdr = lull__header_at(prod->data, prod->mask, first);
 	atomic_store_explicit(&hdr->length, INT32_MIN, memory_order_relaxed);
@@ -600,6 +585,7 @@ static int array_write(struct lull_producer *prod, int32_t type,
 
 	if (unlikely(ret < 0))
 		return ret;
+	/* item_len bounded first, so that the product cannot overflow. */
 	if (likely(type >= 1 && count > 1 && items && item_len &&
 		   !(item_len & 7) && item_len <= prod->max_record &&
 		   (uint64_t)count * item_len <=
