@@ -16,10 +16,17 @@
 
 #define EPOLL_BATCH 64
 
-/* Watch @fd for reading, non-blocking, under @key. */
-static int epoll_watch(struct loop_epoll *e, int fd, uint64_t key)
+/*
+ * The loop's eventfd is watched edge-triggered and read only once every
+ * this many edges (see epoll_sleep()).
+ */
+#define KICK_READ_EVERY 4096u
+
+/* Watch @fd for @events (EPOLLIN, maybe EPOLLET), non-blocking, as @key. */
+static int epoll_watch(struct loop_epoll *e, int fd, uint32_t events,
+		       uint64_t key)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = key };
+	struct epoll_event ev = { .events = events, .data.u64 = key };
 	long ret;
 
 	ret = LULL_SYSCALL(fcntl(fd, F_SETFL, O_NONBLOCK));
@@ -44,7 +51,8 @@ static int epoll_init(struct lull_loop *loop, unsigned entries)
 		return (int)fd;
 	}
 	e->epfd = (int)fd;
-	ret = epoll_watch(e, loop->kick_fd, loop_tag(NULL, TAG_KICK));
+	ret = epoll_watch(e, loop->kick_fd, EPOLLIN | EPOLLET,
+			  loop_tag(NULL, TAG_KICK));
 	if (ret < 0) {
 		close(e->epfd);
 		free(e);
@@ -132,11 +140,11 @@ static int epoll_sleep(struct lull_loop *loop, uint64_t timeout_ns)
 	int timeout = timeout_ns >= LULL_NS_FOREVER ? -1
 		      : timeout_ms > INT_MAX	    ? INT_MAX
 						    : (int)timeout_ms;
+	struct loop_epoll *e = loop_epoll_of(loop);
 	uint64_t drain;
 	long n;
 
-	n = LULL_SYSCALL(epoll_wait(loop_epoll_of(loop)->epfd, events,
-				    EPOLL_BATCH, timeout));
+	n = LULL_SYSCALL(epoll_wait(e->epfd, events, EPOLL_BATCH, timeout));
 	if (n < 0)
 		return (int)n;
 	for (long i = 0; i < n; i++) {
@@ -145,13 +153,21 @@ static int epoll_sleep(struct lull_loop *loop, uint64_t timeout_ns)
 		switch (key & TAG_MASK) {
 		case TAG_KICK:
 			/*
-			 * One read: a (non-semaphore) eventfd read returns
-			 * the whole count and resets it, so a second read
-			 * could only fail with EAGAIN, a wasted system call
-			 * per wake-up.
+			 * Edge-triggered: every write to an eventfd is an
+			 * edge of its own, whatever its count, so the
+			 * wake-up needs no read, which would be a second
+			 * system call between the producer's write and the
+			 * rings being drained.  The count only grows (by
+			 * one a wake-up, a stop or a bridge's kick) and
+			 * could not reach the eventfd's limit, 2^64 - 2, in
+			 * any process's lifetime; a read now and then keeps
+			 * it small all the same (one resets it to 0).
 			 */
-			(void)LULL_SYSCALL(read(loop->kick_fd, &drain,
-						sizeof(drain)));
+			if (++e->kicks_unread >= KICK_READ_EVERY) {
+				e->kicks_unread = 0;
+				(void)LULL_SYSCALL(read(loop->kick_fd, &drain,
+							sizeof(drain)));
+			}
 			break;
 		case TAG_SIGNAL:
 			read_signals(loop);
@@ -252,7 +268,7 @@ static void epoll_timer_cancel(struct lull_loop *loop,
 
 static int epoll_signals(struct lull_loop *loop)
 {
-	return epoll_watch(loop_epoll_of(loop), loop->sigfd,
+	return epoll_watch(loop_epoll_of(loop), loop->sigfd, EPOLLIN,
 			   loop_tag(NULL, TAG_SIGNAL));
 }
 

@@ -249,6 +249,7 @@ extern const struct loop_backend lull__loop_epoll;
 
 struct loop_epoll {
 	int epfd;
+	unsigned kicks_unread; /* edges of the eventfd since it was read */
 	struct loop_op *pending; /* queued, not yet started (newest first) */
 	struct loop_op *waiting; /* waiting for readiness or time */
 };

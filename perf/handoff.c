@@ -35,6 +35,8 @@
  *   uring-futex-floor   as futex-floor, but the consumer waits with an
  *                       io_uring IORING_OP_FUTEX_WAIT (Linux 6.7+)
  *   uring-eventfd-floor as eventfd-floor, with an io_uring read
+ *   epoll-floor         as eventfd-floor, the consumer in epoll_wait() on
+ *                       the eventfd, edge-triggered, never reading it
  *   moodycamel-blocking moodycamel's BlockingConcurrentQueue: the consumer
  *                       parks in wait_dequeue() on the queue's semaphore
  *   uv-async            libuv: a mutex-protected queue and uv_async_send();
@@ -491,7 +493,8 @@ static double run_once(struct mech *m, const struct options *opt,
 		if (!run->ts)
 			ho_die(run, "out of memory");
 		if (m->kind == MECH_EVENTFD_FLOOR ||
-		    m->kind == MECH_URING_EVENTFD_FLOOR) {
+		    m->kind == MECH_URING_EVENTFD_FLOOR ||
+		    m->kind == MECH_EPOLL_FLOOR) {
 			/* Blocking: read(2) and io_uring's read wait on it. */
 			run->efd = eventfd(0, EFD_CLOEXEC);
 			if (run->efd < 0)

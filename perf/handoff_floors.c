@@ -3,13 +3,17 @@
  * handoff_floors.c - the floors: what the kernel charges for one wake-up
  * with no ring and no protocol.  The producer stores a message count
  * (release) and always wakes: FUTEX_WAKE (futex-floor, uring-futex-floor)
- * or an eventfd write (eventfd-floor, uring-eventfd-floor); the consumer
- * waits with FUTEX_WAIT, read(2), or the same through an io_uring set up
- * like lull's loop (SINGLE_ISSUER, DEFER_TASKRUN where the kernel has them)
- * but with no timeout.  futex-xproc-floor is futex-floor with the consumer
+ * or an eventfd write (eventfd-floor, uring-eventfd-floor, epoll-floor);
+ * the consumer waits with FUTEX_WAIT, read(2), the same through an
+ * io_uring set up like lull's loop (SINGLE_ISSUER, DEFER_TASKRUN where the
+ * kernel has them) but with no timeout, or in epoll_wait() on the eventfd,
+ * edge-triggered as lull's epoll loop watches its own: every write is an
+ * edge, so the eventfd is never read.  futex-xproc-floor is futex-floor with the consumer
  * in another process: a shared futex (no FUTEX_PRIVATE_FLAG) on the count,
  * which lies in the run's MAP_SHARED mapping.
  */
+#include <sys/epoll.h>
+
 #include "handoff.h"
 
 /* IORING_OP_FUTEX_WAIT (Linux 6.7) and its flags; liburing 2.3 lacks them. */
@@ -54,6 +58,17 @@ static void uring_init(struct run *run, struct io_uring *ring)
 		ho_die(run, "io_uring_queue_init: %s", strerror(-r));
 }
 
+/* An epoll instance watching the run's eventfd, edge-triggered. */
+static int epoll_init(struct run *run)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+
+	if (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, run->efd, &ev) < 0)
+		ho_die(run, "epoll: %s", strerror(errno));
+	return epfd;
+}
+
 /* One io_uring wait: @sqe prepared, submit it and reap its completion. */
 static int uring_wait_one(struct run *run, struct io_uring *ring)
 {
@@ -79,12 +94,16 @@ void ho_consume_floor(struct consumer *c)
 		     kind == MECH_URING_EVENTFD_FLOOR;
 	struct io_uring ring;
 	struct io_uring_sqe *sqe;
+	struct epoll_event ev;
 	uint32_t seen = 0;
 	uint64_t buf;
+	int epfd = -1;
 	long r;
 
 	if (uring)
 		uring_init(run, &ring);
+	if (kind == MECH_EPOLL_FLOOR)
+		epfd = epoll_init(run);
 	pthread_barrier_wait(&run->ready);
 	ho_snap_take(c, &c->start);
 	for (;;) {
@@ -109,6 +128,10 @@ void ho_consume_floor(struct consumer *c)
 		case MECH_EVENTFD_FLOOR:
 			if (eventfd_read(run->efd, &buf) < 0 && errno != EINTR)
 				ho_die(run, "eventfd read: %s", strerror(errno));
+			break;
+		case MECH_EPOLL_FLOOR:
+			if (epoll_wait(epfd, &ev, 1, -1) < 0 && errno != EINTR)
+				ho_die(run, "epoll_wait: %s", strerror(errno));
 			break;
 		case MECH_URING_FUTEX_FLOOR:
 			sqe = io_uring_get_sqe(&ring);
@@ -136,6 +159,8 @@ void ho_consume_floor(struct consumer *c)
 	}
 	if (uring)
 		io_uring_queue_exit(&ring);
+	if (epfd >= 0)
+		close(epfd);
 }
 
 /* The producer's side: a wake every time, whether or not anyone waits. */

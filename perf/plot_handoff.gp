@@ -32,11 +32,11 @@ all = "poll spin yield lull lull-uring-futex lull-uring-eventfd " \
 	. "eventfd-floor uring-futex-floor uring-eventfd-floor " \
 	. "moodycamel-blocking uv-async msg-ring lull-blocking-memfd " \
 	. "lull-blocking-xproc lull-uring-futex-xproc futex-xproc-floor " \
-	. "unix-xproc pipe-xproc"
+	. "unix-xproc pipe-xproc epoll-floor"
 colours = "#000000 #8c8c8c #b0b0b0 #7b0000 #d7191c #f46d43 #fdae61 " \
 	. "#e7298a #984ea3 #08306b #2171b5 #4eb3d3 #41ab5d " \
 	. "#6a3d9a #a6761d #1b9e77 #c51b7d #f768a1 #fa9fb5 #6baed6 " \
-	. "#bf812d #80cdc1"
+	. "#bf812d #80cdc1 #737373"
 mechindex(m) = (n = 0, \
 	sum [k = 1:words(all)] (word(all, k) eq m ? (n = k, 0) : 0), n)
 colour(m) = mechindex(m) > 0 ? word(colours, mechindex(m)) : "#000000"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_loop_rings.c - the Criterion suite loop: rings on a loop, records
- * from producer threads in order, the batch limit, runs
+ * from producer threads in order, a wake-up for each record sent to a
+ * sleeping loop, the batch limit, runs
  * (lull_loop_attach_items), detach and attach again, a handler that
  * detaches its own ring.
  * Run once per loop backend (LOOP_TEST); the fixture is loop_fix.h.
@@ -140,6 +141,101 @@ LOOP_TEST(records_from_producer_threads_reach_their_handler_in_order,
 	loop_free(loop);
 	check_eq(lull_ring_destroy(spsc), 0);
 	check_eq(lull_ring_destroy(mpsc), 0);
+}
+
+/* --- one wake-up per record -------------------------------------------- */
+
+/*
+ * More wake-ups than a backend might coalesce or count before it resets
+ * what it sleeps on: the epoll backend reads its edge-triggered eventfd
+ * only once every 4096 edges.
+ */
+#define PP_RECORDS 5000u
+
+struct pingpong {
+	struct lull_loop *loop;
+	struct lull_producer *prod;
+	pid_t loop_tid;
+	_Atomic unsigned seen;
+	unsigned errors, poisons;
+	unsigned sent;
+	bool slept; /* the loop was parked before every record */
+	int write_ret;
+};
+
+static int pp_handler(const struct lull_record *record, void *ctx)
+{
+	struct pingpong *pp = ctx;
+	unsigned n = atomic_load_explicit(&pp->seen, memory_order_relaxed);
+
+	/* The stop's poison: once, after every record. */
+	if (record->type < 1) {
+		if (!is_poison(record) || pp->poisons || n != PP_RECORDS)
+			pp->errors++;
+		pp->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (record->type != 1 || rec_of(record).seq != n)
+		pp->errors++;
+	/* Pairs with the producer's acquire in wait_at_least(). */
+	atomic_store_explicit(&pp->seen, n + 1, memory_order_release);
+	if (n + 1 == PP_RECORDS)
+		lull_loop_stop(pp->loop);
+	return LULL_READ_CONTINUE;
+}
+
+/* Each record only once the loop handled the last one and sleeps again. */
+static void *pp_producer(void *arg)
+{
+	struct pingpong *pp = arg;
+
+	pp->slept = true;
+	for (uint32_t seq = 0; seq < PP_RECORDS; seq++) {
+		if (!wait_at_least(&pp->seen, seq) ||
+		    !wait_sleeping(pp->loop_tid)) {
+			pp->slept = false;
+			break;
+		}
+		pp->write_ret = write_rec(pp->prod, false, 0, seq);
+		if (pp->write_ret)
+			break;
+		pp->sent++;
+	}
+	/* The test fails on what stopped us; end the run so it says why. */
+	if (pp->sent != PP_RECORDS)
+		lull_loop_stop(pp->loop);
+	return NULL;
+}
+
+LOOP_TEST(every_record_to_a_sleeping_loop_wakes_it, .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct pingpong pp = { .loop_tid = thread_id() };
+	struct lull_ring_stats rs;
+	struct lull_ring *ring;
+	pthread_t producer;
+
+	pp.loop = loop_new(backend, 0);
+	ring = ring_new(LULL_RING_SPSC, 4096);
+	pp.prod = producer_new(ring);
+	check_eq(lull_loop_attach(pp.loop, ring, pp_handler, &pp, 0), 0);
+	check_eq(pthread_create(&producer, NULL, pp_producer, &pp), 0);
+	run_loop(pp.loop);
+	join_within(producer, 8000, "the producer thread");
+	check(pp.slept, "the loop did not go back to sleep after record %u",
+	      pp.sent);
+	check_eq(pp.write_ret, 0);
+	check_eq(pp.sent, PP_RECORDS);
+	check_eq(atomic_load(&pp.seen), PP_RECORDS);
+	check_eq(pp.errors, 0);
+	check_eq(pp.poisons, 1);
+	/* Asleep before each record: each one took a wake-up of its own. */
+	check_eq(lull_ring_stats(ring, &rs), 0);
+	check_op(rs.wakes, >=, PP_RECORDS);
+	check_eq(rs.safety_timeouts, 0);
+	check_eq(lull_producer_detach(pp.prod), 0);
+	loop_free(pp.loop);
+	check_eq(lull_ring_destroy(ring), 0);
 }
 
 /* --- the batch limit --------------------------------------------------- */
