@@ -82,6 +82,15 @@ struct lull_ring {
 
 	/* Consumer-side park state (park.c, park_uring.c). */
 	uint64_t spin_ns;     /* or LULL_PARK_SPIN_ADAPTIVE */
+	/*
+	 * The park barrier's mode (LULL_REGION_ASYM_BARRIER only, see
+	 * lull__park_announce()): records read since the last announce,
+	 * whether the region's park_fence says 1, and whether a membarrier(2)
+	 * has followed that store, so that parks may fence alone.
+	 */
+	uint64_t records_since_park;
+	bool park_fence_asked;
+	bool park_fenced;
 	bool streaming;       /* adaptive spin: records are streaming in */
 	uint64_t safety_ns;
 	int eventfd;          /* own eventfd for URING_EVENTFD, or -1 */

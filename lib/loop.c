@@ -161,24 +161,28 @@ static void stop_rings(struct lull_loop *loop)
  */
 static int park_begin(struct lull_loop *loop)
 {
+	bool heavy = false;
 	unsigned i;
 	int ret;
 
 	for (i = 0; i < loop->nrings; i++)
-		lull__park_announce(loop->rings[i]->ring,
-				    loop->rings[i]->bridge ? LULL_PARK_FUTEX
-							   : loop->be->park_how);
+		heavy |= lull__park_announce(
+			loop->rings[i]->ring,
+			loop->rings[i]->bridge ? LULL_PARK_FUTEX
+					       : loop->be->park_how);
 	/*
 	 * barrier: pairs with every producer's barrier in lull__notify().  A
 	 * fence for rings whose producers fence too, and membarrier for those
-	 * whose producers rely on it (it also orders this thread).
+	 * whose producers may not (it also orders this thread).
 	 */
-	ret = lull__barrier_heavy(loop->any_asym);
+	ret = lull__barrier_heavy(heavy);
 	if (ret < 0) {
 		for (i = 0; i < loop->nrings; i++)
 			lull__park_end(loop->rings[i]->ring);
 		return ret;
 	}
+	for (i = 0; i < loop->nrings; i++)
+		lull__park_fence_settle(loop->rings[i]->ring);
 	/* recheck; a stop request counts as work */
 	for (i = 0; i < loop->nrings; i++)
 		if (lull__ring_readable(loop->rings[i]->ring))

@@ -129,7 +129,6 @@ struct lull_loop {
 	void *be_data; /* the backend's own state */
 	int backend;   /* enum lull_backend, for lull_loop_backend() */
 	bool running;
-	bool any_asym; /* an attached ring uses the asymmetric barrier */
 	_Atomic unsigned stop_requests; /* lull_loop_stop() calls */
 	unsigned stops_seen;            /* of them, acted upon */
 	unsigned stops_at_run;          /* stops_seen when the run began */

@@ -12,14 +12,6 @@
 
 #define LOOP_DEFAULT_BATCH 256u
 
-static void recompute_asym(struct lull_loop *loop)
-{
-	loop->any_asym = false;
-	for (unsigned i = 0; i < loop->nrings; i++)
-		if (loop->rings[i]->ring->flags & LULL_REGION_ASYM_BARRIER)
-			loop->any_asym = true;
-}
-
 /* The ring is no longer the loop's: its wake-ups no longer reach it. */
 static void ring_unhook(struct lull_loop *loop, struct loop_ring *lr)
 {
@@ -164,7 +156,6 @@ static int attach(struct lull_loop *loop, struct lull_ring *ring,
 	}
 	loop->rings[loop->nrings++] = lr;
 	ring->loop = loop;
-	recompute_asym(loop);
 	if (lr->watch && loop->running)
 		watch_arm(loop, lr->watch);
 	/* A stopping loop waits for every ring's end: this one's too. */
@@ -205,7 +196,6 @@ LULL_EXPORT int lull_loop_detach(struct lull_loop *loop,
 	loop->rings[i] = loop->rings[--loop->nrings];
 	ring_unhook(loop, lr);
 	watch_drop(loop, lr);
-	recompute_asym(loop);
 	/* A wait of the backend's may still point at lr: then it frees lr. */
 	if (!loop->be->ring_detached(loop, lr))
 		free(lr);

@@ -67,10 +67,36 @@ int lull__ring_eventfd(struct lull_ring *ring)
 	return 0;
 }
 
-void lull__park_announce(struct lull_ring *ring, uint32_t how)
+bool lull__park_announce(struct lull_ring *ring, uint32_t how)
 {
+	bool parks_often = ring->records_since_park < LULL_PARK_FENCE_RECORDS;
+
+	ring->records_since_park = 0;
 	/* Relaxed: ordered before the re-check by the park barrier. */
 	atomic_store_explicit(&ring->region->park, how, memory_order_relaxed);
+	if (!(ring->flags & LULL_REGION_ASYM_BARRIER))
+		return false; /* producers always fence */
+	if (!parks_often) {
+		lull__park_fence_off(ring);
+		return true;
+	}
+	if (ring->park_fenced)
+		return false; /* producers fence: a fence pairs */
+	/*
+	 * Ask for fences.  Relaxed: the membarrier(2) of this park makes
+	 * the store visible to every producer; until it has, this park
+	 * cannot rely on it (see the comment above lull__wake()).
+	 */
+	atomic_store_explicit(&ring->region->park_fence, 1,
+			      memory_order_relaxed);
+	ring->park_fence_asked = true;
+	return true;
+}
+
+void lull__park_fence_settle(struct lull_ring *ring)
+{
+	if (ring->park_fence_asked)
+		ring->park_fenced = true;
 }
 
 void lull__park_abandon(struct lull_ring *ring)
@@ -86,19 +112,21 @@ void lull__park_sleeps(struct lull_ring *ring)
 
 int lull__park_begin(struct lull_ring *ring, uint32_t how)
 {
+	bool heavy;
 	int ret;
 
-	lull__park_announce(ring, how);
+	heavy = lull__park_announce(ring, how);
 	/*
 	 * barrier: pairs with the producers' barrier in lull__notify().  Our
 	 * store above and a producer's commit cannot both be missed: see the
-	 * comment there.
+	 * comment above lull__wake() in park.h.
 	 */
-	ret = lull__park_barrier(ring);
+	ret = lull__barrier_heavy(heavy);
 	if (ret < 0) {
 		lull__park_end(ring);
 		return ret;
 	}
+	lull__park_fence_settle(ring);
 	/* recheck */
 	if (lull__ring_readable(ring)) {
 		lull__park_abandon(ring);

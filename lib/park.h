@@ -7,8 +7,8 @@
  * step is named as in the Promela model, test/model/park.pml.
  *
  *   consumer (park.c)                    producer (here, after a commit)
- *   announce: park = how                 commit: record published
- *   barrier (lull__park_barrier)         barrier (lull__producer_barrier)
+ *   announce: park = how, barrier mode   commit: record published
+ *   barrier (lull__barrier_heavy)        barrier (lull__notify_barrier)
  *   recheck: readable? -> abandon        check: park != AWAKE ?
  *   sleep (futex, eventfd, io_uring)     wake_claim: CAS park -> AWAKE
  *   finish: park = AWAKE                 wake: futex wake / eventfd write
@@ -40,6 +40,24 @@
  * the producer only needs its compiler to keep the load after the store.
  * That moves the cost of the StoreLoad from every commit to every park.
  * It is only valid when every producer lives in the consumer's process.
+ *
+ * Which of the two is cheaper depends on the traffic: membarrier(2) costs
+ * some 0.4 us a park (microseconds more when it interrupts a CPU running
+ * a producer), a fence 2 to 5 ns a commit (perf/README.md, "barrier").  So
+ * an asymmetric region switches to fences on both sides while its
+ * consumer parks more often than once every LULL_PARK_FENCE_RECORDS
+ * records, and back when records stream (lull__park_announce()).  The
+ * consumer asks for fences through the region's park_fence word, and
+ * parks with a fence alone only after one park that stored park_fence = 1
+ * and then called membarrier(2).  That is what makes a producer's stale
+ * read of park_fence harmless: a producer that read 0 and so did not
+ * fence made that read before its CPU's barrier in that membarrier(2)
+ * (after it, the read would have returned the 1 stored before), so its
+ * commit, earlier still, was visible to every recheck after that call;
+ * a producer that read 1 fences, and the fence pairs with the
+ * consumer's.  Going back needs no such step: a producer that still sees
+ * 1 fences for nothing, and one that sees 0 is ordered by the consumer's
+ * membarrier(2) as before.
  */
 void lull__wake(struct lull_producer *prod, uint32_t seen);
 
@@ -58,10 +76,10 @@ void lull__wake_region(struct lull_region *region, uint32_t seen);
 void lull__wake_own(struct lull_ring *ring, uint32_t seen);
 
 /*
- * The producer's side of the park barrier (and of the SPSC busy
- * handshake): a compiler barrier where the consumer uses membarrier(2)
- * (@asym, LULL_REGION_ASYM_BARRIER), a seq_cst fence where it fences too.
- * Pairs with lull__park_barrier().
+ * The producer's side of the SPSC busy handshake (and, with park_fence,
+ * of the park's: lull__notify_barrier()): a compiler barrier where the
+ * consumer uses membarrier(2) (@asym, LULL_REGION_ASYM_BARRIER), a seq_cst
+ * fence where it fences too.  Pairs with lull__busy_barrier().
  */
 static inline void lull__barrier_light(bool asym)
 {
@@ -77,10 +95,33 @@ static inline void lull__producer_barrier(const struct lull_producer *prod)
 	lull__barrier_light(prod->asym_barrier);
 }
 
+/*
+ * The producer's barrier between a commit and its load of the park word
+ * (notify_barrier in the model): a fence, or in an asymmetric region the
+ * compiler's, plus a fence while the consumer asks for them (park_fence,
+ * see above lull__wake()).  Pairs with the consumer's park barrier.
+ */
+static inline void lull__notify_barrier(struct lull_region *region,
+					bool asym)
+{
+	if (!asym) {
+		atomic_thread_fence(memory_order_seq_cst);
+		return;
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	/*
+	 * Relaxed: a stale 0 is harmless, a 1 is answered by the fence
+	 * below; both cases are argued above lull__wake().  The word
+	 * shares its line with the park word, loaded next anyway.
+	 */
+	if (atomic_load_explicit(&region->park_fence, memory_order_relaxed))
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* After a commit: the barrier, then the park word as this producer sees it. */
 static inline uint32_t lull__park_seen(const struct lull_producer *prod)
 {
-	lull__producer_barrier(prod);
+	lull__notify_barrier(prod->region, prod->asym_barrier);
 	/* Relaxed: ordered by the barrier above; the CAS in lull__wake()
 	 * decides. */
 	return atomic_load_explicit(&prod->region->park, memory_order_relaxed);
@@ -129,12 +170,42 @@ static inline void lull__space_notify(const struct lull_ring *ring)
 int lull__barrier_heavy(bool asym);
 
 /*
- * Consumer: the park barrier, the mirror of lull__notify()'s.  Returns 0
- * or a negative errno, as lull__barrier_heavy().
+ * Consumer: the barrier that pairs with lane_enter()'s, whatever mode the
+ * parks are in (a producer marks itself busy with the compiler's barrier
+ * alone in an asymmetric region).  Returns 0 or a negative errno, as
+ * lull__barrier_heavy().
  */
-static inline int lull__park_barrier(const struct lull_ring *ring)
+static inline int lull__busy_barrier(const struct lull_ring *ring)
 {
 	return lull__barrier_heavy(ring->flags & LULL_REGION_ASYM_BARRIER);
+}
+
+/*
+ * The parks per record at which an asymmetric region's parks switch to
+ * fences: a consumer that read fewer records than this since its last
+ * announce asks for fences; one that read as many or more goes back to
+ * membarrier(2).  A fence costs a producer 2 to 5 ns a commit, and
+ * membarrier(2) the consumer 0.4 to 2.5 us a park (perf/README.md): about
+ * even at a few hundred records a park.
+ */
+#define LULL_PARK_FENCE_RECORDS 256u
+
+/*
+ * Consumer: producers need not fence any more (records stream, or the
+ * parks are about to use membarrier(2) again).
+ */
+static inline void lull__park_fence_off(struct lull_ring *ring)
+{
+	if (!ring->park_fence_asked)
+		return;
+	/*
+	 * Relaxed: a producer that still reads 1 fences for nothing; one
+	 * that reads 0 is ordered by the next park's membarrier(2).
+	 */
+	atomic_store_explicit(&ring->region->park_fence, 0,
+			      memory_order_relaxed);
+	ring->park_fence_asked = false;
+	ring->park_fenced = false;
 }
 
 /*
@@ -145,8 +216,18 @@ static inline int lull__park_barrier(const struct lull_ring *ring)
  * each (lull__ring_readable()), then on every ring either abandon (a
  * re-check found work) or sleeps, and after the sleep lull__park_finish().
  */
-/* announce: store how the consumer will sleep (LULL_PARK_FUTEX, ...). */
-void lull__park_announce(struct lull_ring *ring, uint32_t how);
+/*
+ * announce: store how the consumer will sleep (LULL_PARK_FUTEX, ...), and
+ * choose the barrier's mode.  Returns whether the barrier that follows
+ * must be membarrier(2) (lull__barrier_heavy(true)); false for a
+ * symmetric region, or once producers fence (then the fence pairs).
+ */
+bool lull__park_announce(struct lull_ring *ring, uint32_t how);
+/*
+ * After the barrier that followed the announce succeeded: an asked-for
+ * park_fence is now seen by every producer, and parks may fence alone.
+ */
+void lull__park_fence_settle(struct lull_ring *ring);
 /* The re-check found work (or the barrier failed): awake, counted. */
 void lull__park_abandon(struct lull_ring *ring);
 /* The consumer goes to sleep on this ring: counted. */

@@ -143,16 +143,21 @@ struct lull_region {
 	 *   wake_fd   the eventfd published for LULL_PARK_EVENTFD in process
 	 *             wake_pid, -1 when none: for the record only, never
 	 *             read back (wake.c keeps the process's own table)
-	 *   wakers    unused: the producers between reading wake_fd and
-	 *             writing to it are counted in their process (wake.c),
-	 *             where no other process can hold the count up
+	 *   park_fence  LULL_REGION_ASYM_BARRIER only: 1 while the consumer
+	 *             asks producers to fence after each commit, so that its
+	 *             parks may fence alone (lull__notify_barrier() in
+	 *             park.h); written by the consumer only.  The word was
+	 *             wakers until layout 5, unused since the producers
+	 *             between reading wake_fd and writing to it are counted
+	 *             in their process (wake.c): a shared region, which never
+	 *             has the asymmetric barrier, ignores it
 	 *   wakes     wake-up system calls made
 	 */
 	alignas(LULL_LINE_PAIR) _Atomic uint32_t park;
 	_Atomic uint32_t state; /* LULL_STATE_*, set once, never cleared */
 	_Atomic int32_t wake_fd;
 	_Atomic int32_t wake_pid;
-	_Atomic uint32_t wakers;
+	_Atomic uint32_t park_fence;
 	_Atomic uint64_t wakes;
 	/*
 	 * The fatal report: fatal_state 0 free, 1 taken by the first

@@ -242,7 +242,7 @@ static bool closure_settled(const struct lull_ring *ring, uint32_t state)
 	 * (see lull__barrier_heavy()) proves nothing: not settled yet, and
 	 * the park that follows reports the error.
 	 */
-	if (lull__park_barrier(ring) < 0)
+	if (lull__busy_barrier(ring) < 0)
 		return false;
 	for (uint32_t i = 0; i < ring->lanes; i++)
 		/* Pairs with lane_leave()'s release of busy. */
@@ -631,6 +631,11 @@ read_batch(struct lull_ring *ring, struct handler h, unsigned limit)
 	}
 	ring->next_lane = lane;
 	ring->records_since_wait += rd.count;
+	ring->records_since_park += rd.count;
+	/* A stream: producers stop fencing before the next park asks. */
+	if (unlikely(ring->park_fence_asked) &&
+	    ring->records_since_park >= LULL_PARK_FENCE_RECORDS)
+		lull__park_fence_off(ring);
 	if (rd.count || rd.kept)
 		return (int)rd.count;
 	/* Empty: is it the end?  The fatal and poison records come alone,

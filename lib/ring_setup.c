@@ -235,7 +235,7 @@ static void region_format(struct lull_region *region, size_t size,
 	atomic_init(&region->fatal_state, 0);
 	atomic_init(&region->wake_fd, -1);
 	atomic_init(&region->wake_pid, 0);
-	atomic_init(&region->wakers, 0);
+	atomic_init(&region->park_fence, 0);
 	atomic_init(&region->space_waiters, 0);
 	atomic_init(&region->space_seq, 0);
 	atomic_init(&region->space_wakes, 0);

@@ -127,7 +127,7 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 	/* lane_leave(), with the wake-up as a tail call */
 	/* Pairs with the closing consumer's acquire of busy. */
 	atomic_store_explicit(&lane->busy, 0, memory_order_release);
-	lull__barrier_light(asym);
+	lull__notify_barrier(region, asym);
 	/* Relaxed: ordered by the barrier, as in lull__park_seen(). */
 	seen = atomic_load_explicit(&region->park, memory_order_relaxed);
 	if (unlikely(seen != LULL_PARK_AWAKE))

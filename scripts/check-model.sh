@@ -58,6 +58,12 @@ futex-1x3|test|consumed parks_end ends|pass||-DNPROD=1 -DRECORDS=3
 futex-3x1|check|ends|pass||-DNPROD=3 -DRECORDS=1
 asym-2x2|test|consumed parks_end ends|pass||-DASYM
 asym-3x1|check|ends|pass||-DASYM -DNPROD=3 -DRECORDS=1
+adaptive-2x2|test|consumed parks_end ends|pass||-DASYM -DADAPTIVE
+adaptive-3x1|check|ends|pass||-DASYM -DADAPTIVE -DNPROD=3 -DRECORDS=1
+eventfd-adaptive-2x2|check|ends|pass||-DEVENTFD -DASYM -DADAPTIVE
+safety-net-adaptive-2x2|check|safety|pass|safety net counts no lost wake-up|-DTIMEOUT -DASYM -DADAPTIVE
+shutdown-mpsc-adaptive-2x1|check|ends|pass||-DSHUTDOWN -DASYM -DADAPTIVE -DRECORDS=1
+shutdown-spsc-adaptive-1x3|test|consumed parks_end ends|pass||-DSHUTDOWN -DSPSC -DNPROD=1 -DRECORDS=3 -DASYM -DADAPTIVE
 eventfd-2x2|test|consumed parks_end ends|pass||-DEVENTFD
 eventfd-asym-2x2|check|ends|pass||-DEVENTFD -DASYM
 exits-2x2|test|consumed|pass||-DEXITS
@@ -78,6 +84,8 @@ no-producer-fence|test|consumed|acceptance cycle|lost wake-up: a committed recor
 no-consumer-fence|test|parks_end|acceptance cycle|lost wake-up: a park never ends|-DNO_CONSUMER_FENCE
 asym-one-sided-fence|check|consumed|acceptance cycle|a fence pairs with no compiler barrier: lost wake-up|-DASYM -DONE_SIDED_FENCE
 no-recheck|test|parks_end|acceptance cycle|no re-check after the barrier: lost wake-up|-DNO_RECHECK
+adaptive-no-switch-barrier|test|consumed|acceptance cycle|a park that asks for fences fences alone: lost wake-up|-DASYM -DADAPTIVE -DNO_SWITCH_BARRIER
+adaptive-fence-ignored|check|consumed|acceptance cycle|fenced parks, unfenced producers: lost wake-up|-DASYM -DADAPTIVE -DPFENCE_IGNORED
 eventfd-no-producer-fence|check|parks_end|acceptance cycle|lost wake-up on the eventfd sleep|-DEVENTFD -DNO_PRODUCER_FENCE
 exit-midway|test|consumed|acceptance cycle|a thread ending between commit and wake loses it|-DEXITS -DEXIT_MIDWAY
 claim-not-cas|test|safety|assertion violated (claims<=1)|two wake_claim winners in one park|-DBROKEN_CLAIM
@@ -191,9 +199,9 @@ verify() {
 		result="$result: not \"$expect\", see $log"
 	fi
 	if [ "$ok" -eq 1 ]; then
-		printf 'ok    %-25s %-14s %s\n' "$name" "$prop" "$result"
+		printf 'ok    %-27s %-14s %s\n' "$name" "$prop" "$result"
 	else
-		printf 'FAIL  %-25s %-14s %s\n' "$name" "$prop" "$result"
+		printf 'FAIL  %-27s %-14s %s\n' "$name" "$prop" "$result"
 	fi
 }
 
@@ -224,7 +232,7 @@ run_check() {
 				[ -n "$err" ] && echo "$err" >"$dir/$kind.error"
 			fi
 			if [ -f "$dir/$kind.error" ]; then
-				printf 'FAIL  %-25s %-14s %s\n' "$name" "$prop" \
+				printf 'FAIL  %-27s %-14s %s\n' "$name" "$prop" \
 					"$(cat "$dir/$kind.error")"
 			else
 				verify "$name" "$dir" "$prop" "$expect" "$shows"

@@ -301,6 +301,12 @@ static uint32_t park_word(const struct lull_ring *ring)
 	return ring_park_word(ring);
 }
 
+/* 1 while the consumer asks its producers to fence (lib/park.h). */
+static uint32_t park_fence_word(const struct lull_ring *ring)
+{
+	return atomic_load(&ring->region->park_fence);
+}
+
 /* ------------------------------------------------------------------------
  * Stats
  */

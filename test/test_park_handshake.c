@@ -2,8 +2,9 @@
 /*
  * test_park_handshake.c - the Criterion suites of the park/wake handshake
  * through each backend case: records in order from producer threads,
- * and coalescing (a busy consumer costs producers no wake-up, a burst to a
- * parked one costs exactly one).
+ * coalescing (a busy consumer costs producers no wake-up, a burst to a
+ * parked one costs exactly one), and the park barrier's mode following
+ * the traffic.
  * The fixture (backend cases, the consumer thread, producer threads,
  * what "parked" means) is park_fix.h.
  */
@@ -146,6 +147,107 @@ static void check_burst(const struct backend_case *bc, unsigned n)
 		     ST_ARGS(st));
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
+/*
+ * What the consumer saw of the barrier's mode: it holds the stream's
+ * first record until the test has written the whole stream, and notes
+ * park_fence as it reads the stream's last.
+ */
+struct mode_watch {
+	struct gate gate;
+	uint64_t stream_first, stream_last;
+	uint32_t fence_at_last;
+};
+
+static void watch_mode(struct consumer *c, const struct msg *m)
+{
+	struct mode_watch *w = c->arg;
+
+	if (m->seq == w->stream_first)
+		gate_wait(&w->gate);
+	if (m->seq == w->stream_last)
+		w->fence_at_last = park_fence_word(c->ring);
+}
+
+/* One record to a parked consumer; returns once it parked again. */
+static void trickle_one(struct consumer *c, struct lull_producer *prod,
+			uint64_t seq)
+{
+	cr_assert_eq(write_msg(prod, false, 0, seq), 0);
+	wait_received(c, seq + 1);
+	wait_parked(c);
+}
+
+/*
+ * The park barrier follows the traffic (lib/park.h): a consumer that
+ * parks after every record asks its producers to fence, and then parks
+ * with a fence alone; a stream of more records than
+ * LULL_PARK_FENCE_RECORDS takes the request back while it is read,
+ * before any park, and the parks after it use membarrier(2) again until
+ * records trickle once more.  Every record arrives, in order, through
+ * both switches.  Only a ring whose barrier is asymmetric has the modes.
+ */
+static void check_barrier_mode(const struct backend_case *bc)
+{
+	enum { TRICKLE = 20, STREAM = 2 * LULL_PARK_FENCE_RECORDS };
+	struct mode_watch w = { .gate = GATE_INIT };
+	struct lull_producer *prod;
+	struct lull_ring_stats st;
+	struct consumer c;
+	struct lull_ring *ring;
+	uint64_t seq = 0;
+
+	require(bc->backend);
+	ring = new_ring(LULL_RING_SPSC, 1 << 16);
+	if (!(ring->flags & LULL_REGION_ASYM_BARRIER)) {
+		cr_assert_eq(lull_ring_destroy(ring), 0);
+		cr_skip_test("membarrier(2) is not available: both sides "
+			     "always fence");
+	}
+	consumer_init(&c, bc, ring);
+	/* The last record ends the consumer's run: no park after it. */
+	c.expected = 2 * TRICKLE + STREAM + 1;
+	w.stream_first = TRICKLE;
+	w.stream_last = TRICKLE + STREAM - 1;
+	c.on_record = watch_mode;
+	c.arg = &w;
+	cr_assert_eq(lull_producer_attach(ring, 0, &prod), 0);
+	consumer_start(&c);
+	wait_parked(&c);
+	/* Parked with nothing read: the first park asked for fences. */
+	cr_assert_eq(park_fence_word(ring), 1, "%s: the first park",
+		     bc->name);
+	for (; seq < TRICKLE; seq++) {
+		trickle_one(&c, prod, seq);
+		cr_assert_eq(park_fence_word(ring), 1,
+			     "%s: after record %" PRIu64, bc->name, seq);
+	}
+	/* The stream, held at its first record until all of it is in. */
+	for (; seq < TRICKLE + STREAM; seq++)
+		cr_assert_eq(write_msg(prod, false, 0, seq), 0);
+	gate_open(&w.gate);
+	wait_received(&c, seq);
+	wait_parked(&c);
+	cr_assert_eq(w.fence_at_last, 0,
+		     "%s: still asking for fences at the stream's end",
+		     bc->name);
+	cr_assert_eq(park_fence_word(ring), 0, "%s: the park after a stream",
+		     bc->name);
+	/* A trickle again: the park after its first record asks again. */
+	for (; seq < 2 * TRICKLE + STREAM; seq++) {
+		trickle_one(&c, prod, seq);
+		cr_assert_eq(park_fence_word(ring), 1,
+			     "%s: after record %" PRIu64, bc->name, seq);
+	}
+	cr_assert_eq(write_msg(prod, false, 0, seq), 0);
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	consumer_join(&c);
+	consumer_end(&c);
+	st = stats_of(ring);
+	cr_assert_eq(st.safety_timeouts, 0, "%s: " ST_FMT, bc->name,
+		     ST_ARGS(st));
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
 #define HANDSHAKE_TESTS(suite, bc)                                           \
 	Test(suite, delivers_records_from_two_producer_threads_in_order,     \
 	     .timeout = WATCHDOG_S)                                          \
@@ -171,6 +273,11 @@ static void check_burst(const struct backend_case *bc, unsigned n)
 	     .timeout = WATCHDOG_S)                                          \
 	{                                                                    \
 		check_burst(&bc, 4);                                         \
+	}                                                                    \
+	Test(suite, park_barrier_fences_while_parks_are_frequent,            \
+	     .timeout = WATCHDOG_S)                                          \
+	{                                                                    \
+		check_barrier_mode(&bc);                                     \
 	}
 
 HANDSHAKE_TESTS(blocking, blocking_case)

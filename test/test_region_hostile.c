@@ -544,7 +544,12 @@ Test(hostile, nothing_in_the_process_writes_the_regions_wake_fd,
 	close(fds[1]);
 }
 
-Test(hostile, a_wakers_count_in_the_region_holds_up_nobody,
+/*
+ * The word that counted wakers until layout 5 (now park_fence, which only
+ * an asymmetric region's consumer writes): whatever it holds, a detach
+ * does not wait on it.
+ */
+Test(hostile, a_park_fence_word_in_the_region_holds_up_nobody,
      .timeout = TIMEOUT_S)
 {
 	struct lull_loop_config cfg = { .backend = LULL_BACKEND_EPOLL };
@@ -555,8 +560,8 @@ Test(hostile, a_wakers_count_in_the_region_holds_up_nobody,
 	cr_assert_eq(lull_loop_create(&loop, &cfg), 0);
 	cr_assert_eq(lull_loop_attach(loop, h.ring, sink_fn, NULL, 0), 0);
 	cr_assert_geq(atomic_load(&h.region->wake_fd), 0, "the loop's eventfd");
-	/* "A producer is writing the eventfd", for good. */
-	atomic_store(&h.region->wakers, 1);
+	/* What once said "a producer is writing the eventfd", for good. */
+	atomic_store(&h.region->park_fence, 1);
 	cr_assert_eq(lull_loop_detach(loop, h.ring), 0);
 	cr_assert_eq(atomic_load(&h.region->wake_fd), -1);
 	cr_assert_eq(lull_loop_destroy(loop), 0);

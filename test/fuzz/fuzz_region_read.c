@@ -19,7 +19,7 @@
  *   2 field    u8 (field in bits 0-4, lane in 5-7), u64 value: one of the
  *              fields a producer process can write (head, tail, busy,
  *              owner, park, state, the fatal report's length and state,
- *              wake_fd, wake_pid, wakers, space_*, the consumer role and
+ *              wake_fd, wake_pid, park_fence, space_*, the consumer role and
  *              the header words; in a shared region the first 8 slots'
  *              state, pid, lane and claim, slot in bits 5-7), stored at
  *              its width
@@ -89,7 +89,7 @@ static void field_store(struct lull_region *region, uint32_t lanes,
 	case 8: off = offsetof(struct lull_region, fatal.code); break;
 	case 9: off = offsetof(struct lull_region, wake_fd); break;
 	case 10: off = offsetof(struct lull_region, wake_pid); break;
-	case 11: off = offsetof(struct lull_region, wakers); break;
+	case 11: off = offsetof(struct lull_region, park_fence); break;
 	case 12: off = offsetof(struct lull_region, space_waiters); break;
 	case 13: off = offsetof(struct lull_region, space_seq); break;
 	case 14: off = offsetof(struct lull_region, consumer); break;

@@ -28,7 +28,7 @@ ARRAY = -8  # a write_array packed into one record (lib/region.h)
 
 FIELDS = {"head": 0, "tail": 1, "busy": 2, "owner": 3, "park": 4,
           "state": 5, "fatal.length": 6, "fatal_state": 7, "fatal.code": 8,
-          "wake_fd": 9, "wake_pid": 10, "wakers": 11, "space_waiters": 12,
+          "wake_fd": 9, "wake_pid": 10, "park_fence": 11, "space_waiters": 12,
           "space_seq": 13, "consumer": 14, "producers": 15, "magic": 16,
           "layout_version": 17, "mode": 18, "flags": 19, "capacity": 20,
           "region_size": 21, "data_offset": 22, "lanes": 23,
@@ -196,7 +196,7 @@ def read_seeds():
                       .reopen().read())
     s["wake-fd"] = (Script("spsc", 256).field("park", 2)
                     .field("wake_fd", 1).field("wake_pid", 1)
-                    .field("wakers", 1).header(0, 0, 2000, 1).drain())
+                    .field("park_fence", 1).header(0, 0, 2000, 1).drain())
     # Shared regions: producers whose process is gone, recovered.
     s["shared-dead-owned-claim"] = (
         Script("mpsc", 256, shared=True).record(0, 0, b"one")

@@ -101,6 +101,20 @@
  *                      barrier is membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
  *                      (ROOM: the consumer orders its compiler, the waiting
  *                      producer calls membarrier)
+ *   ADAPTIVE           with ASYM: the park barrier follows the traffic
+ *                      (lull__park_announce(), lull__notify_barrier()).
+ *                      At each announce the consumer chooses, as any
+ *                      heuristic may, between parks often (ask producers
+ *                      to fence: the park_fence word 1, a buffered store
+ *                      of its own; the asking park still calls membarrier,
+ *                      the parks after it fence alone) and a stream (take
+ *                      the request back, membarrier); a read may take it
+ *                      back too.  A producer fences when it reads 1
+ *   NO_SWITCH_BARRIER  broken, ADAPTIVE: the park that asks for fences
+ *                      already fences alone, though producers may not have
+ *                      read the request yet
+ *   PFENCE_IGNORED     broken, ADAPTIVE: producers never read park_fence
+ *                      (so never fence) while parks fence alone
  *   EVENTFD            the consumer sleeps on an eventfd (uring-eventfd,
  *                      epoll, the loop) instead of the futex
  *   TIMEOUT            the opt-in safety net: a sleeping consumer may wake
@@ -226,6 +240,14 @@
 #if defined(ROOM) && (defined(SHUTDOWN) || defined(TIMEOUT) || defined(EVENTFD))
 #error "ROOM is the room handshake alone"
 #endif
+#if defined(ADAPTIVE) && (!defined(ASYM) || defined(ROOM) || \
+			  defined(ONE_SIDED_FENCE))
+#error "ADAPTIVE is a mode of the asymmetric park barrier"
+#endif
+#if (defined(NO_SWITCH_BARRIER) || defined(PFENCE_IGNORED)) && \
+	!defined(ADAPTIVE)
+#error "NO_SWITCH_BARRIER and PFENCE_IGNORED need ADAPTIVE"
+#endif
 
 #define AWAKE 0  /* LULL_PARK_AWAKE */
 #define PARKED 1 /* LULL_PARK_FUTEX */
@@ -293,6 +315,23 @@ byte ptail;   /* region->tail, the published tail, as every CPU sees it */
 #else
 #define EPIPE_NOTIFIES 0
 #endif
+#ifdef ADAPTIVE
+bit pfence; /* region->park_fence, as every CPU sees it */
+byte fsb;   /* the consumer's buffered store of park_fence: value + 1, or 0 */
+#define DRAIN_FENCE_WORD                                                   \
+	if                                                                 \
+	:: fsb != 0 ->                                                     \
+		pfence = fsb - 1;                                          \
+		fsb = 0                                                    \
+	:: else                                                            \
+	fi
+/* The consumer stores park_fence: after its last store there, in order. */
+#define STORE_FENCE_WORD(v)                                                \
+	DRAIN_FENCE_WORD;                                                  \
+	fsb = (v) + 1
+#else
+#define DRAIN_FENCE_WORD skip
+#endif
 #ifdef REACH_ABA
 bit epoch; /* flips at each announce */
 #define EPOCH_FLIP epoch = 1 - epoch
@@ -332,9 +371,10 @@ inline drain_consumer()
 	fi
 }
 
-/* membarrier(): our buffer, then a full barrier on every producer. */
+/* membarrier(): our buffers, then a full barrier on every producer. */
 inline membarrier()
 {
+	DRAIN_FENCE_WORD;
 	drain_consumer();
 	i = 0;
 	do
@@ -413,6 +453,13 @@ active proctype consumer()
 {
 	bit cleared_self, timed_out, readable, before;
 	byte i;
+#ifdef ADAPTIVE
+	/*
+	 * ring->park_fence_asked, ring->park_fenced, and whether this park's
+	 * barrier must be membarrier (lull__park_announce()'s answer).
+	 */
+	bit asked, fenced, heavy = 1;
+#endif
 
 next:
 #ifndef SHUTDOWN
@@ -430,6 +477,18 @@ next:
 #endif
 			head++
 		};
+#ifdef ADAPTIVE
+		/* read_batch(): a stream may take the request back. */
+		if
+		:: asked ->
+			d_step {
+				STORE_FENCE_WORD(0);
+				asked = 0;
+				fenced = 0
+			}
+		:: true
+		fi;
+#endif
 		goto next
 	:: else
 	fi;
@@ -448,9 +507,63 @@ announce:
 		csb = 1;
 		PARKING(1)
 	};
+#ifdef ADAPTIVE
+	/*
+	 * lull__park_announce()'s choice, whatever the heuristic: parks
+	 * often (fence alone once asked, else ask and membarrier) or a stream
+	 * (take any request back, membarrier).
+	 */
+mode:
+	if
+	:: fenced ->
+		heavy = 0
+	:: !fenced ->
+		d_step {
+			STORE_FENCE_WORD(1);
+			asked = 1;
+#ifdef NO_SWITCH_BARRIER
+			fenced = 1;
+			heavy = 0
+#else
+			heavy = 1
+#endif
+		}
+	:: d_step {
+		if
+		:: asked ->
+			STORE_FENCE_WORD(0);
+			asked = 0;
+			fenced = 0
+		:: else
+		fi;
+		heavy = 1
+	}
+	fi;
+#endif
 barrier:
 #if defined(NO_CONSUMER_FENCE)
 	skip;
+#elif defined(ADAPTIVE)
+	/*
+	 * lull__barrier_heavy(heavy), then lull__park_fence_settle(): after
+	 * a membarrier(2) an asked-for park_fence is seen by every producer.
+	 */
+	if
+	:: heavy ->
+		d_step {
+			membarrier();
+			if
+			:: asked ->
+				fenced = 1
+			:: else
+			fi
+		}
+	:: else ->
+		d_step {
+			DRAIN_FENCE_WORD;
+			drain_consumer()
+		}
+	fi;
 #elif defined(ASYM) && !defined(ONE_SIDED_FENCE)
 	/* lull__barrier_heavy(true): the fence, then membarrier(2) */
 	d_step {
@@ -503,6 +616,7 @@ sleep:
 	 * remembered.  A system call: a full barrier.
 	 */
 	d_step {
+		DRAIN_FENCE_WORD;
 		drain_consumer();
 		waiting = 1
 	};
@@ -514,6 +628,7 @@ sleep:
 	};
 #else
 	d_step {
+		DRAIN_FENCE_WORD;
 		drain_consumer();
 		if
 		:: park == PARKED ->
@@ -736,7 +851,20 @@ commit:
 #endif
 			/* lull__notify() */
 notify_barrier:
-#if defined(NO_PRODUCER_FENCE) || defined(ASYM)
+#if defined(ADAPTIVE) && !defined(NO_PRODUCER_FENCE) && \
+	!defined(PFENCE_IGNORED)
+			/*
+			 * lull__notify_barrier(): the compiler's, and a
+			 * fence when park_fence reads 1.
+			 */
+			d_step {
+				if
+				:: pfence ->
+					drain_producer(me)
+				:: else
+				fi
+			};
+#elif defined(NO_PRODUCER_FENCE) || defined(ASYM)
 			skip; /* ASYM: atomic_signal_fence(), compiler only */
 #else
 			d_step {
@@ -855,6 +983,12 @@ end:
 		csb ->
 		drain_consumer()
 	}
+#ifdef ADAPTIVE
+	:: d_step {
+		fsb != 0 ->
+		DRAIN_FENCE_WORD
+	}
+#endif
 	od
 }
 
