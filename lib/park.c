@@ -67,21 +67,41 @@ int lull__ring_eventfd(struct lull_ring *ring)
 	return 0;
 }
 
-bool lull__park_announce(struct lull_ring *ring, uint32_t how)
+enum traffic { TRAFFIC_NONE, TRAFFIC_SPARSE, TRAFFIC_DENSE };
+
+/*
+ * The records read since the last park: none (a park again after a stale
+ * wake-up, or after a claim not yet committed: no news), sparse (at most
+ * LULL_PARK_FENCE_RECORDS), or dense.
+ */
+static enum traffic traffic_since_park(struct lull_ring *ring)
 {
-	bool parks_often = ring->records_since_park < LULL_PARK_FENCE_RECORDS;
+	uint64_t records = ring->records_since_park;
 
 	ring->records_since_park = 0;
+	if (!records)
+		return TRAFFIC_NONE;
+	return records <= LULL_PARK_FENCE_RECORDS ? TRAFFIC_SPARSE
+						  : TRAFFIC_DENSE;
+}
+
+bool lull__park_announce(struct lull_ring *ring, uint32_t how)
+{
+	enum traffic traffic;
+
 	/* Relaxed: ordered before the re-check by the park barrier. */
 	atomic_store_explicit(&ring->region->park, how, memory_order_relaxed);
 	if (!(ring->flags & LULL_REGION_ASYM_BARRIER))
 		return false; /* producers always fence */
-	if (!parks_often) {
+	traffic = traffic_since_park(ring);
+	if (traffic == TRAFFIC_DENSE) {
 		lull__park_fence_off(ring);
 		return true;
 	}
 	if (ring->park_fenced)
 		return false; /* producers fence: a fence pairs */
+	if (traffic == TRAFFIC_NONE)
+		return true; /* no news: membarrier(2), as before */
 	/*
 	 * Ask for fences.  Relaxed: the membarrier(2) of this park makes
 	 * the store visible to every producer; until it has, this park

@@ -634,7 +634,7 @@ read_batch(struct lull_ring *ring, struct handler h, unsigned limit)
 	ring->records_since_park += rd.count;
 	/* A stream: producers stop fencing before the next park asks. */
 	if (unlikely(ring->park_fence_asked) &&
-	    ring->records_since_park >= LULL_PARK_FENCE_RECORDS)
+	    ring->records_since_park >= LULL_PARK_STREAM_RECORDS)
 		lull__park_fence_off(ring);
 	if (rd.count || rd.kept)
 		return (int)rd.count;
