@@ -84,9 +84,9 @@ struct lull_ring {
 	uint64_t spin_ns;     /* or LULL_PARK_SPIN_ADAPTIVE */
 	/*
 	 * The park barrier's mode (LULL_REGION_ASYM_BARRIER only, see
-	 * lull__park_announce()): records read since the last park, whether the region's park_fence says 1, and whether
-	 * a membarrier(2) has followed that store, so that parks may fence
-	 * alone.
+	 * lull__park_announce()): records read since the last park, whether
+	 * the region's park_fence says 1, and whether a membarrier(2) has
+	 * followed that store, so that parks may fence alone.
 	 */
 	uint64_t records_since_park;
 	bool park_fence_asked;

@@ -43,10 +43,10 @@
  *
  * Which of the two is cheaper depends on the traffic: membarrier(2) costs
  * some 0.4 us a park (microseconds more when it interrupts a CPU running
- * a producer), a fence 2 to 5 ns a commit (perf/README.md, "barrier").  So
- * an asymmetric region switches to fences on both sides while its
- * consumer parks more often than once every LULL_PARK_FENCE_RECORDS
- * records, and back when records stream (lull__park_announce()).  The
+ * a producer), a fence little where a wake-up call follows the commit
+ * anyway.  So an asymmetric region switches to fences on both sides
+ * while its consumer parks every LULL_PARK_FENCE_RECORDS records or
+ * fewer, and back when records stream (lull__park_announce()).  The
  * consumer asks for fences through the region's park_fence word, and
  * parks with a fence alone only after one park that stored park_fence = 1
  * and then called membarrier(2).  That is what makes a producer's stale
@@ -191,10 +191,11 @@ static inline int lull__busy_barrier(const struct lull_ring *ring)
  * behind them each waits for the line just read, a cache-line round trip
  * rather than 5 ns, which slows the producers until the consumer parks
  * more often still (4 producers to one MPSC ring, across CPUs, ran at
- * 0.5x to 0.8x when every park of fewer than 256 records asked).  A park with no record read since the last one
- * (after a stale wake-up, or a claim not committed yet) changes nothing,
- * and a read past LULL_PARK_STREAM_RECORDS without a park takes the
- * request back at once (a stream).
+ * 0.5x to 0.8x when every park of fewer than 256 records asked).  A park
+ * with no record read since the last one (after a stale wake-up, or a
+ * claim not committed yet) changes nothing, and a read past
+ * LULL_PARK_STREAM_RECORDS without a park takes the request back at once
+ * (a stream).
  */
 #define LULL_PARK_FENCE_RECORDS 4u
 #define LULL_PARK_STREAM_RECORDS 256u

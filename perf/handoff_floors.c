@@ -8,9 +8,10 @@
  * io_uring set up like lull's loop (SINGLE_ISSUER, DEFER_TASKRUN where the
  * kernel has them) but with no timeout, or in epoll_wait() on the eventfd,
  * edge-triggered as lull's epoll loop watches its own: every write is an
- * edge, so the eventfd is never read.  futex-xproc-floor is futex-floor with the consumer
- * in another process: a shared futex (no FUTEX_PRIVATE_FLAG) on the count,
- * which lies in the run's MAP_SHARED mapping.
+ * edge, so the eventfd is never read.  futex-xproc-floor is futex-floor
+ * with the consumer in another process: a shared futex (no
+ * FUTEX_PRIVATE_FLAG) on the count, which lies in the run's MAP_SHARED
+ * mapping.
  */
 #include <sys/epoll.h>
 
