@@ -52,7 +52,9 @@
  * claim open, when nothing is delivered for 30 s, and when a configuration
  * runs past its deadline (--deadline, default 600 s).  At the end of each
  * configuration safety_timeouts must be 0 and wakes at most the parks
- * announced (parks + park_cancels), and the ring must have ended the way
+ * announced (parks + park_cancels), the consumer's parks must have run
+ * both with membarrier(2) and with a fence alone (a ping-pong: mostly
+ * the latter; lib/park.h), and the ring must have ended the way
  * its last producer's detach (or the loop's stop) ends it: after the last
  * record, exactly one poison record, then -EPIPE.
  *
@@ -356,6 +358,11 @@ struct run {
 	/* The consumer's, on its own lines. */
 	alignas(LINE_PAIR) uint64_t crng;
 	uint64_t max_latency_ns;
+	/*
+	 * Records read while the consumer's parks fenced alone (its
+	 * producers asked to fence, lib/park.h) and while they did not.
+	 */
+	uint64_t fenced_records, unfenced_records;
 	unsigned poisons; /* poison records handed to on_record() */
 	_Atomic uint64_t received;
 
@@ -758,6 +765,11 @@ static int on_record(const struct lull_record *rec, void *ctx)
 	latency = now_ns() - st.commit_ns;
 	if (latency > run->max_latency_ns)
 		run->max_latency_ns = latency;
+	/* The consumer's own state, on the consumer's thread. */
+	if (run->ring->park_fenced)
+		run->fenced_records++;
+	else
+		run->unfenced_records++;
 	/* Now and then a slow record, so that commits pile up meanwhile. */
 	if (rng_below(&run->crng, 128) == 0)
 		spin_for_ns(rng_below(&run->crng, 20 * NSEC_PER_USEC));
@@ -1111,6 +1123,28 @@ static void check_end(struct run *run, struct lull_ring_stats *st)
 		fail(run, "a ping-pong of %" PRIu64 " records made only %"
 		     PRIu64 " wake-ups: its records did not each end a park",
 		     run->total, st->wakes);
+	/*
+	 * An asymmetric ring's parks switch between membarrier(2) and a
+	 * fence alone with the traffic (lib/park.h): a ping-pong's one
+	 * record a park keeps them fenced, and the mixed producers' single
+	 * records and bursts of up to 16 make them switch both ways, which
+	 * is what this run must have exercised.  Not with a coalescing
+	 * window, which gathers the records of many windows into one park
+	 * (with records from 2 or more producers under ThreadSanitizer, none
+	 * of its parks came after 4 records or fewer).
+	 */
+	if (!(run->ring->flags & LULL_REGION_ASYM_BARRIER) ||
+	    (run->be->via == VIA_LOOP && run->be->spin_ns))
+		return;
+	if (run->topo->pingpong && run->fenced_records < run->total / 2)
+		fail(run, "a ping-pong of %" PRIu64 " records read only %"
+		     PRIu64 " while its parks fenced alone", run->total,
+		     run->fenced_records);
+	if (!run->topo->pingpong &&
+	    (!run->fenced_records || !run->unfenced_records))
+		fail(run, "the parks never switched: %" PRIu64 " records read "
+		     "while they fenced alone, %" PRIu64 " while not",
+		     run->fenced_records, run->unfenced_records);
 }
 
 /* Add a configuration to its lull backend's summary. */
@@ -1245,11 +1279,13 @@ static int run_config(unsigned index, const struct options *opt,
 		       "park cycles %" PRIu64 ", lost wake-ups %" PRIu64
 		       "; wakes %" PRIu64 ", park_cancels %" PRIu64
 		       ", idle_timeouts %" PRIu64 "; %" PRIu64 "/%" PRIu64
-		       " park hunts hit; max latency %.2f ms\n",
+		       " park hunts hit; max latency %.2f ms; records read "
+		       "while parks fenced %" PRIu64 ", not %" PRIu64 "\n",
 		       run->name, run->total, n, n == 1 ? "" : "s",
 		       elapsed / 1e9, st.parks, st.safety_timeouts, st.wakes,
 		       st.park_cancels, st.idle_timeouts, hits, hunts,
-		       run->max_latency_ns / 1e6);
+		       run->max_latency_ns / 1e6, run->fenced_records,
+		       run->unfenced_records);
 	else
 		printf("FAIL %-32s %s\n", run->name, run->msg);
 	tally(run, &st, ok);
