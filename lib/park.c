@@ -103,9 +103,10 @@ bool lull__park_announce(struct lull_ring *ring, uint32_t how)
 	if (traffic == TRAFFIC_NONE)
 		return true; /* no news: membarrier(2), as before */
 	/*
-	 * Ask for fences.  Relaxed: the membarrier(2) of this park makes
-	 * the store visible to every producer; until it has, this park
-	 * cannot rely on it (see the comment above lull__wake()).
+	 * Ask for fences.  Relaxed: pairs with the producers' load in
+	 * lull__notify_barrier(); the membarrier(2) of this park makes the
+	 * store visible to every producer, and until it has, this park
+	 * cannot rely on it (see the comment above lull__wake() in park.h).
 	 */
 	atomic_store_explicit(&ring->region->park_fence, 1,
 			      memory_order_relaxed);
