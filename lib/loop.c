@@ -249,6 +249,15 @@ static int park(struct lull_loop *loop)
 	/* sleep: the backend's one call submits everything and waits */
 	ret = loop->be->wait(loop, timeout, true);
 	park_end(loop, loop->safety_ns && ret == 1);
+	if (ret < 0)
+		return ret;
+	/*
+	 * Woken: the records go to their handlers before the next pass reaps
+	 * the completions, so that the record that woke the loop is not kept
+	 * waiting behind the reap of its own wake-up.  The pass reaps and
+	 * drains as always after this.
+	 */
+	ret = lull__loop_drain(loop);
 	return ret < 0 ? ret : 0;
 }
 
