@@ -246,11 +246,18 @@ void lull__epoll_fd_ready(struct lull_loop *loop, int fd, uint32_t revents)
 void lull__epoll_fire_due(struct lull_loop *loop)
 {
 	struct loop_epoll *e = loop_epoll_of(loop);
-	uint64_t now = lull__now_ns();
 	struct lull_loop_timer *timer;
 	struct loop_op *op;
 	bool again = true;
+	uint64_t now;
 
+	/*
+	 * Nothing with a deadline: no clock read, which would sit between a
+	 * wake-up and the rings being drained.
+	 */
+	if (!e->waiting && !loop->timers)
+		return;
+	now = lull__now_ns();
 	while (again) {
 		again = false;
 		for (op = e->waiting; op; op = op->next) {
