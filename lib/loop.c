@@ -165,11 +165,16 @@ static int park_begin(struct lull_loop *loop)
 	unsigned i;
 	int ret;
 
-	for (i = 0; i < loop->nrings; i++)
-		heavy |= lull__park_announce(
-			loop->rings[i]->ring,
-			loop->rings[i]->bridge ? LULL_PARK_FUTEX
-					       : loop->be->park_how);
+	for (i = 0; i < loop->nrings; i++) {
+		struct loop_ring *lr = loop->rings[i];
+		uint32_t how = loop->be->park_how;
+
+		if (lr->bridge)
+			how = LULL_PARK_FUTEX;
+		else if (loop->be->ring_park_how)
+			how = loop->be->ring_park_how(loop, lr);
+		heavy |= lull__park_announce(lr->ring, how);
+	}
 	/*
 	 * barrier: pairs with every producer's barrier in lull__notify().  A
 	 * fence for rings whose producers fence too, and membarrier for those

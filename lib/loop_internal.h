@@ -74,6 +74,8 @@ struct loop_ring {
 	unsigned batch;
 	/* The uring backends': */
 	bool futex_armed; /* uring-futex: a wait on its park word in flight */
+	/* uring-futex: that wait's kind, LULL_PARK_FUTEX or _FUTEX_PRIVATE */
+	uint32_t futex_how;
 	bool detached;    /* freed when that wait completes */
 	struct loop_ring *next_detached; /* the backend's detached list */
 	/* A shared ring's producer processes (loop_rings.c), or NULL. */
@@ -165,8 +167,16 @@ struct lull_loop {
  * first run, the single thread that sets the loop up).
  */
 struct loop_backend {
-	/* What a park announces on every ring: LULL_PARK_FUTEX or _EVENTFD. */
+	/*
+	 * What a park announces on every ring: LULL_PARK_FUTEX or _EVENTFD;
+	 * with ring_park_how, what that says for each ring.
+	 */
 	uint32_t park_how;
+	/*
+	 * Optional: what a park announces on @lr, the futex kind of the wait
+	 * that the sleep after it arms (or that is in flight already).
+	 */
+	uint32_t (*ring_park_how)(struct lull_loop *loop, struct loop_ring *lr);
 	/*
 	 * Set up loop->be_data for a loop of @entries SQ entries (0: the
 	 * default); loop->kick_fd exists already.  Returns 0, or a negative
@@ -224,7 +234,7 @@ struct loop_backend {
 	/*
 	 * Submit what is queued and sleep until an event, at most
 	 * @timeout_ns (LULL_NS_FOREVER or more: no limit), also for timers
-	 * that come sooner.  @parked: every ring has announced park_how,
+	 * that come sooner.  @parked: every ring has announced its park,
 	 * so its producers' wake-ups must reach this sleep.  Returns 1 when
 	 * @timeout_ns ran out with nothing else happening, 0 when something
 	 * happened (or the sleep could not be taken), or an error.

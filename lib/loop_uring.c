@@ -3,8 +3,11 @@
  * loop_uring.c - the loop's io_uring backends.  uring-futex keeps a futex
  * wait on every attached ring's park word in flight (Linux 6.7+);
  * uring-eventfd has producers write the loop's eventfd, which a read keeps
- * watched.  Both submit user SQEs, timers and the signalfd read on the
- * loop's io_uring, and sleep in one io_uring_enter() that also submits.
+ * watched.  The futex waits are private where the ring's memory is the
+ * process's own and the kernel cannot lose such a wait (sys.h), which
+ * spares both sides of each wake-up the kernel's page lookup.  Both
+ * submit user SQEs, timers and the signalfd read on the loop's io_uring,
+ * and sleep in one io_uring_enter() that also submits.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,8 @@ struct loop_uring {
 	struct io_uring uring;
 	bool enabled;   /* IORING_SETUP_R_DISABLED was lifted */
 	bool no_iowait; /* the kernel takes IORING_ENTER_NO_IOWAIT */
+	/* This run may arm private futex waits (asked at its start). */
+	bool futex_private;
 	bool kick_armed;
 	bool sig_armed;
 	uint64_t kick_buf;
@@ -95,6 +100,12 @@ static int uring_start(struct lull_loop *loop)
 	struct loop_uring *u = uring_of(loop);
 	int ret;
 
+	/*
+	 * Asked once a run: a process that was single-threaded when the run
+	 * began keeps shared waits until the next run, which costs a page
+	 * lookup a wake-up and loses nothing.
+	 */
+	u->futex_private = lull__futex_private_async_safe();
 	if (u->enabled)
 		return 0;
 	ret = lull__uring_enable(&u->uring);
@@ -183,8 +194,24 @@ static int uring_futex_ring_attached(struct lull_loop *loop,
 				     struct loop_ring *lr)
 {
 	(void)loop;
-	(void)lr;
+	lr->futex_how = LULL_PARK_FUTEX;
 	return 0;
+}
+
+/*
+ * The futex kind @lr's next park announces: that of its wait in flight,
+ * which waits for the word to hold that value, or else the kind its next
+ * wait will have.  Private only for memory no other process maps.
+ */
+static uint32_t uring_futex_ring_park_how(struct lull_loop *loop,
+					  struct loop_ring *lr)
+{
+	if (!lr->futex_armed)
+		lr->futex_how = uring_of(loop)->futex_private &&
+					(lr->ring->flags & LULL_REGION_PRIVATE)
+				? LULL_PARK_FUTEX_PRIVATE
+				: LULL_PARK_FUTEX;
+	return lr->futex_how;
 }
 
 /* uring-eventfd: producers of this ring write the loop's eventfd. */
@@ -340,8 +367,10 @@ static bool uring_arm_futexes(struct lull_loop *loop)
 		sqe = uring_get_sqe(u);
 		if (!sqe)
 			return false;
-		lull__prep_futex_wait(sqe, &lr->ring->region->park,
-				      LULL_PARK_FUTEX);
+		lull__prep_futex_wait_how(sqe, &lr->ring->region->park,
+					  lr->futex_how,
+					  lr->futex_how ==
+						  LULL_PARK_FUTEX_PRIVATE);
 		io_uring_sqe_set_data64(sqe, loop_tag(lr, TAG_RING));
 		lr->futex_armed = true;
 	}
@@ -437,6 +466,7 @@ const struct loop_backend lull__loop_uring_futex = {
 	.timer_cancel = uring_timer_cancel,
 	.signals = uring_signals,
 	.ring_attached = uring_futex_ring_attached,
+	.ring_park_how = uring_futex_ring_park_how,
 	.ring_detached = uring_ring_detached,
 	.reap = uring_reap,
 	.poll = uring_poll,

@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,9 +94,36 @@ static inline long lull__futex_wait(_Atomic uint32_t *word, uint32_t expected,
 	return lull__futex_wait_op(word, FUTEX_WAIT, expected, timeout_ns);
 }
 
+#ifndef PR_FUTEX_HASH
+#define PR_FUTEX_HASH 78 /* Linux 6.16 */
+#define PR_FUTEX_HASH_GET_SLOTS 2
+#endif
+
+/*
+ * Whether a private futex wait armed through io_uring now will meet a
+ * private wake-up later, whatever threads the process creates meanwhile.
+ * Linux 6.16 gives a process a futex hash of its own when it creates its
+ * first thread; from then on the hash only grows, shrinks or turns into
+ * the global one, and each change moves every waiter queued in it.  The
+ * waiters queued in the global hash before the first one existed are not
+ * moved: those are the lost ones.  So a private wait is safe where the
+ * process has its hash (PR_FUTEX_HASH_GET_SLOTS > 0) and where the kernel
+ * has no such hash at all (before 6.16 the prctl fails with EINVAL, and
+ * every private futex hashes globally).  0 is no hash yet, or the global
+ * one chosen for good: the two cannot be told apart, and both get shared
+ * waits, as does any other answer (a seccomp profile's, say).
+ */
+static inline bool lull__futex_private_async_safe(void)
+{
+	long ret = LULL_SYSCALL(prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_GET_SLOTS,
+				      0, 0, 0));
+
+	return ret > 0 || ret == -EINVAL;
+}
+
 /*
  * A private futex wait: only for memory no other process maps, and never
- * through io_uring (the reason above).
+ * through io_uring unless lull__futex_private_async_safe() says so.
  */
 static inline long lull__futex_wait_private(_Atomic uint32_t *word,
 					    uint32_t expected,

@@ -13,6 +13,8 @@
 #include <liburing.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,6 +22,9 @@
 
 #ifndef FUTEX2_SIZE_U32
 #define FUTEX2_SIZE_U32 0x02
+#endif
+#ifndef FUTEX2_PRIVATE
+#define FUTEX2_PRIVATE FUTEX_PRIVATE_FLAG
 #endif
 #ifndef IORING_ENTER_NO_IOWAIT
 #define IORING_ENTER_NO_IOWAIT (1U << 7)
@@ -37,22 +42,34 @@
 
 /*
  * A futex wait on a 32-bit word: completes when the word is woken, or at
- * once with -EAGAIN when it no longer holds @val.  Shared (not private):
- * see park.c.
+ * once with -EAGAIN when it no longer holds @val.  Shared, unless
+ * @private_futex (which only lull__futex_private_async_safe() allows:
+ * sys.h).
  */
-static inline void lull__prep_futex_wait(struct io_uring_sqe *sqe,
-					 _Atomic uint32_t *word, uint32_t val)
+static inline void lull__prep_futex_wait_how(struct io_uring_sqe *sqe,
+					     _Atomic uint32_t *word,
+					     uint32_t val, bool private_futex)
 {
+	const uint32_t flags =
+		FUTEX2_SIZE_U32 | (private_futex ? FUTEX2_PRIVATE : 0);
+
 #ifdef LULL_HAVE_PREP_FUTEX_WAIT
 	io_uring_prep_futex_wait(sqe, (uint32_t *)word, val,
-				 FUTEX_BITSET_MATCH_ANY, FUTEX2_SIZE_U32, 0);
+				 FUTEX_BITSET_MATCH_ANY, flags, 0);
 #else
 	/* The kernel's layout: fd = futex2 flags, addr = word, off = value,
 	 * addr3 = mask, futex_flags (rw_flags) = 0. */
-	io_uring_prep_rw(LULL_IORING_OP_FUTEX_WAIT, sqe, FUTEX2_SIZE_U32,
+	io_uring_prep_rw(LULL_IORING_OP_FUTEX_WAIT, sqe, (int)flags,
 			 (const void *)word, 0, val);
 	sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
 #endif
+}
+
+/* A shared futex wait: see sys.h for why shared is the default. */
+static inline void lull__prep_futex_wait(struct io_uring_sqe *sqe,
+					 _Atomic uint32_t *word, uint32_t val)
+{
+	lull__prep_futex_wait_how(sqe, word, val, false);
 }
 
 /*

@@ -2,7 +2,8 @@
 /*
  * test_park_process.c - the Criterion suite process: checks that need a
  * process of their own (forked children): a park armed while the process
- * is single-threaded (the Linux 6.16+ futex hash), membarrier missing or
+ * is single-threaded (the Linux 6.16+ futex hash), the loop's private
+ * futex waits where no thread can come to lose them, membarrier missing or
  * failing, io_uring blocked by seccomp, LULL_SAFETY_NET_MS.
  * The fixture (backend cases, the consumer thread, producer threads,
  * what "parked" means) is park_fix.h.
@@ -189,18 +190,74 @@ Test(process, futex_park_armed_before_the_first_thread_is_woken_by_it,
 }
 
 /*
+ * The loop's thread is asleep in io_uring_enter(); false after 4 s.  A
+ * record written now must wake it: no re-check of a park in progress can
+ * catch it.
+ */
+static bool loop_asleep(pid_t tid)
+{
+	uint64_t deadline = now_ns() + 4 * NSEC_PER_SEC;
+	long nr;
+
+	while (now_ns() < deadline) {
+		if (proc_thread_state(tid) == 'S') {
+			nr = proc_thread_syscall(tid);
+			if (nr == -2 || nr == __NR_io_uring_enter)
+				return true;
+		}
+		sched_yield();
+	}
+	return false;
+}
+
+/*
+ * Whether a private futex wait armed through io_uring now is safe, from
+ * the kernel's answer itself (sys.h says why): the process has a futex
+ * hash of its own (Linux 6.16+, slots > 0), or the kernel knows no such
+ * hash (EINVAL).  Sets *@slots to the answer (-errno on failure).
+ */
+static bool private_wait_safe(long *slots)
+{
+	long ret = prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_GET_SLOTS, 0, 0, 0);
+
+	*slots = ret < 0 ? -errno : ret;
+	return *slots > 0 || *slots == -EINVAL;
+}
+
+/* What a park announces on a ring of the process's own memory. */
+static uint32_t own_futex_kind(bool private_ok)
+{
+	return private_ok ? LULL_PARK_FUTEX_PRIVATE : LULL_PARK_FUTEX;
+}
+
+/*
  * The same trap for a loop: its futex waits are armed by its first park,
  * in a process with one thread; a timer then creates the first thread,
- * whose record must wake the loop.  A 4 s timer is the watchdog.
+ * whose record must wake the loop.  A 4 s timer is the watchdog.  The
+ * run began single-threaded, so on Linux 6.16+ its waits must be shared:
+ * the thread reads the kind in the park word before it writes.
  */
 struct first_thread {
 	struct lull_loop *loop;
+	struct lull_ring *ring;
 	struct lull_producer *prod;
+	pid_t loop_tid;
 	pthread_t thread;
 	bool created;
 	bool timed_out;
+	bool asleep;        /* the loop slept before the record */
+	uint32_t park_seen; /* the park word then */
 	unsigned records;
 };
+
+static void *write_to_sleeping_loop(void *arg)
+{
+	struct first_thread *ft = arg;
+
+	ft->asleep = loop_asleep(ft->loop_tid);
+	ft->park_seen = park_word(ft->ring);
+	return write_one_record(ft->prod);
+}
 
 static void first_thread_start(struct lull_loop *loop, void *ctx)
 {
@@ -208,8 +265,8 @@ static void first_thread_start(struct lull_loop *loop, void *ctx)
 
 	(void)loop;
 	ft->created = thread_count() == 1 &&
-		      pthread_create(&ft->thread, NULL, write_one_record,
-				     ft->prod) == 0;
+		      pthread_create(&ft->thread, NULL, write_to_sleeping_loop,
+				     ft) == 0;
 }
 
 static void first_thread_watchdog(struct lull_loop *loop, void *ctx)
@@ -232,11 +289,13 @@ static int first_thread_record(const struct lull_record *rec, void *ctx)
 static int futex_hash_loop_child(char *why, size_t len)
 {
 	struct lull_loop_config cfg = { .backend = LULL_BACKEND_URING_FUTEX };
-	struct first_thread ft = { 0 };
+	struct first_thread ft = { .loop_tid = (pid_t)syscall(SYS_gettid) };
 	struct lull_loop_timer *watchdog;
 	struct lull_loop *loop;
 	struct lull_ring *ring;
 	void *thread_ret;
+	bool private_ok;
+	long slots;
 	int ret;
 
 	ret = lull_backend_supported(LULL_BACKEND_URING_FUTEX);
@@ -250,9 +309,12 @@ static int futex_hash_loop_child(char *why, size_t len)
 	CHILD_CHECK(lull_ring_create(&ring, 4096, LULL_RING_SPSC) == 0,
 		    "lull_ring_create failed");
 	CHILD_CHECK(lull_producer_attach(ring, 0, &ft.prod) == 0, "attach");
+	ft.ring = ring;
 	ret = lull_loop_create(&loop, &cfg);
 	CHILD_CHECK(ret == 0, "lull_loop_create: %s", lull_strerror(ret));
 	ft.loop = loop;
+	/* Linux 6.16+: no futex hash of its own yet, so shared waits. */
+	private_ok = private_wait_safe(&slots);
 	CHILD_CHECK(lull_loop_attach(loop, ring, first_thread_record, &ft,
 				     0) == 0,
 		    "lull_loop_attach");
@@ -275,6 +337,11 @@ static int futex_hash_loop_child(char *why, size_t len)
 		    "pthread_create(), was not woken by its record within "
 		    "4 s (%u records)",
 		    ft.records);
+	CHILD_CHECK(ft.asleep, "the loop did not sleep before the record");
+	CHILD_CHECK(ft.park_seen == own_futex_kind(private_ok),
+		    "the park word read %u, not %u (the futex hash's "
+		    "answer at the run's start: %ld)",
+		    ft.park_seen, own_futex_kind(private_ok), slots);
 	CHILD_CHECK(lull_loop_destroy(loop) == 0, "lull_loop_destroy");
 	CHILD_CHECK(lull_producer_detach(ft.prod) == 0, "detach");
 	CHILD_CHECK(lull_ring_destroy(ring) == 0, "lull_ring_destroy");
@@ -286,6 +353,144 @@ Test(process, loop_futex_wait_armed_before_the_first_thread_is_woken_by_it,
 {
 	run_in_child(futex_hash_loop_child, 20,
 		     "loop futex park before pthread_create");
+}
+
+/*
+ * Once the process has threads (here: one that came and went), a run's
+ * futex waits are private on a ring of the process's own memory, which
+ * spares each wake-up the kernel's page lookup on both sides, and shared
+ * on a ring other processes may map.  The park word says which; the
+ * record written to the sleeping loop must wake it either way.
+ */
+struct kind_probe {
+	struct lull_loop *loop;
+	struct lull_ring *rings[2]; /* the process's own memory, shared */
+	struct lull_producer *prods[2];
+	pid_t loop_tid;
+	_Atomic unsigned handled;
+	bool asleep[2];
+	uint32_t park_seen[2];
+	int write_ret;
+	bool timed_out;
+};
+
+static int kind_probe_record(const struct lull_record *rec, void *ctx)
+{
+	struct kind_probe *kp = ctx;
+
+	/* Pairs with the writer's acquire load: the record was handled. */
+	if (rec->type == MSG_TYPE &&
+	    atomic_fetch_add_explicit(&kp->handled, 1, memory_order_release) ==
+		    1)
+		lull_loop_stop(kp->loop);
+	return LULL_READ_CONTINUE;
+}
+
+/* One record to each ring, each once the loop sleeps. */
+static void *kind_probe_writer(void *arg)
+{
+	struct kind_probe *kp = arg;
+	uint64_t deadline = now_ns() + 4 * NSEC_PER_SEC;
+
+	for (unsigned i = 0; i < 2; i++) {
+		while (atomic_load_explicit(&kp->handled,
+					    memory_order_acquire) < i &&
+		       now_ns() < deadline)
+			sched_yield();
+		kp->asleep[i] = loop_asleep(kp->loop_tid);
+		kp->park_seen[i] = park_word(kp->rings[i]);
+		kp->write_ret |= write_msg(kp->prods[i], false, 0, i);
+	}
+	return NULL;
+}
+
+static void kind_probe_watchdog(struct lull_loop *loop, void *ctx)
+{
+	struct kind_probe *kp = ctx;
+
+	kp->timed_out = true;
+	lull_loop_stop(loop);
+}
+
+static void *no_work(void *arg)
+{
+	return arg;
+}
+
+static int futex_kinds_child(char *why, size_t len)
+{
+	struct lull_loop_config cfg = { .backend = LULL_BACKEND_URING_FUTEX };
+	struct kind_probe kp = { .loop_tid = (pid_t)syscall(SYS_gettid) };
+	pthread_t first, writer;
+	bool private_ok;
+	long slots;
+	int ret;
+
+	ret = lull_backend_supported(LULL_BACKEND_URING_FUTEX);
+	if (ret < 0) {
+		snprintf(why, len, "uring-futex is not available here: %s",
+			 lull_strerror(ret));
+		return CHILD_SKIP;
+	}
+	CHILD_CHECK(pthread_create(&first, NULL, no_work, NULL) == 0 &&
+			    thread_join_within(first, 10000, NULL) == 0,
+		    "the first thread");
+	/*
+	 * Linux 6.16+ gave the process its futex hash with that thread
+	 * (slots > 0); older kernels have no such prctl (EINVAL) and hash
+	 * every private futex globally.  Either way a private wait is safe.
+	 */
+	private_ok = private_wait_safe(&slots);
+	CHILD_CHECK(lull_ring_create(&kp.rings[0], 4096, LULL_RING_SPSC) == 0,
+		    "lull_ring_create failed");
+	ret = lull_ring_create_shared(&kp.rings[1], 4096, LULL_RING_SPSC, 0);
+	CHILD_CHECK(ret == 0, "lull_ring_create_shared: %s",
+		    lull_strerror(ret));
+	ret = lull_loop_create(&kp.loop, &cfg);
+	CHILD_CHECK(ret == 0, "lull_loop_create: %s", lull_strerror(ret));
+	for (unsigned i = 0; i < 2; i++) {
+		CHILD_CHECK(lull_producer_attach(kp.rings[i], 0,
+						 &kp.prods[i]) == 0,
+			    "attach to ring %u", i);
+		CHILD_CHECK(lull_loop_attach(kp.loop, kp.rings[i],
+					     kind_probe_record, &kp, 0) == 0,
+			    "lull_loop_attach ring %u", i);
+	}
+	CHILD_CHECK(lull_loop_timer(kp.loop, 4 * NSEC_PER_SEC, 0,
+				    kind_probe_watchdog, &kp, NULL) == 0,
+		    "lull_loop_timer");
+	CHILD_CHECK(pthread_create(&writer, NULL, kind_probe_writer, &kp) == 0,
+		    "pthread_create");
+	ret = lull_loop_run(kp.loop);
+	CHILD_CHECK(ret == 0, "lull_loop_run: %s", lull_strerror(ret));
+	CHILD_CHECK(thread_join_within(writer, 10000, NULL) == 0,
+		    "the writer did not end within 10 s");
+	CHILD_CHECK(kp.write_ret == 0, "a write failed");
+	CHILD_CHECK(!kp.timed_out && atomic_load(&kp.handled) == 2,
+		    "%u of 2 records woke the loop within 4 s",
+		    atomic_load(&kp.handled));
+	CHILD_CHECK(kp.asleep[0] && kp.asleep[1],
+		    "the loop did not sleep before each record");
+	CHILD_CHECK(kp.park_seen[0] == own_futex_kind(private_ok),
+		    "the own ring's park word read %u, not %u (the futex "
+		    "hash's answer: %ld)",
+		    kp.park_seen[0], own_futex_kind(private_ok), slots);
+	CHILD_CHECK(kp.park_seen[1] == LULL_PARK_FUTEX,
+		    "the shared ring's park word read %u, not %u",
+		    kp.park_seen[1], LULL_PARK_FUTEX);
+	CHILD_CHECK(lull_loop_destroy(kp.loop) == 0, "lull_loop_destroy");
+	for (unsigned i = 0; i < 2; i++) {
+		CHILD_CHECK(lull_producer_detach(kp.prods[i]) == 0, "detach");
+		CHILD_CHECK(lull_ring_destroy(kp.rings[i]) == 0,
+			    "lull_ring_destroy");
+	}
+	return CHILD_OK;
+}
+
+Test(process, loop_futex_waits_are_private_on_the_process_own_memory,
+     .timeout = WATCHDOG_S)
+{
+	run_in_child(futex_kinds_child, 20, "loop futex kinds");
 }
 
 #ifndef __X32_SYSCALL_BIT

@@ -31,7 +31,8 @@
  * epoll) forces one.
  *
  * Processes: the futex backends (URING_FUTEX, BLOCKING) wake a consumer
- * from any process that maps the region (lull's futexes are shared).  An
+ * from any process that maps the region (a region other processes may map
+ * is always waited on through a process-shared futex).  An
  * eventfd belongs to the consumer's process: a producer, a detach or a
  * shutdown in another process cannot wake a consumer parked on
  * URING_EVENTFD or EPOLL (nor a loop on those), which then sleeps until
