@@ -101,6 +101,17 @@ static int thread_count(void)
 	return p ? atoi(p + strlen("\nThreads:")) : -1;
 }
 
+/* Whether uring-futex works here; if not, @why says why (a skip). */
+static bool uring_futex_here(char *why, size_t len)
+{
+	int ret = lull_backend_supported(LULL_BACKEND_URING_FUTEX);
+
+	if (ret < 0)
+		snprintf(why, len, "uring-futex is not available here: %s",
+			 lull_strerror(ret));
+	return ret >= 0;
+}
+
 static void *write_one_record(void *arg)
 {
 	struct lull_producer *prod = arg;
@@ -132,12 +143,8 @@ static int futex_hash_child(char *why, size_t len)
 
 	if (setenv("LULL_BACKEND", "uring-futex", 1))
 		return CHILD_FAIL;
-	ret = lull_backend_supported(LULL_BACKEND_URING_FUTEX);
-	if (ret < 0) {
-		snprintf(why, len, "uring-futex is not available here: %s",
-			 lull_strerror(ret));
+	if (!uring_futex_here(why, len))
 		return CHILD_SKIP;
-	}
 	CHILD_CHECK(thread_count() == 1, "the child has %d threads",
 		    thread_count());
 	CHILD_CHECK(lull_ring_create(&ring, 4096, LULL_RING_SPSC) == 0,
@@ -298,12 +305,8 @@ static int futex_hash_loop_child(char *why, size_t len)
 	long slots;
 	int ret;
 
-	ret = lull_backend_supported(LULL_BACKEND_URING_FUTEX);
-	if (ret < 0) {
-		snprintf(why, len, "uring-futex is not available here: %s",
-			 lull_strerror(ret));
+	if (!uring_futex_here(why, len))
 		return CHILD_SKIP;
-	}
 	CHILD_CHECK(thread_count() == 1, "the child has %d threads",
 		    thread_count());
 	CHILD_CHECK(lull_ring_create(&ring, 4096, LULL_RING_SPSC) == 0,
@@ -426,12 +429,8 @@ static int futex_kinds_child(char *why, size_t len)
 	long slots;
 	int ret;
 
-	ret = lull_backend_supported(LULL_BACKEND_URING_FUTEX);
-	if (ret < 0) {
-		snprintf(why, len, "uring-futex is not available here: %s",
-			 lull_strerror(ret));
+	if (!uring_futex_here(why, len))
 		return CHILD_SKIP;
-	}
 	CHILD_CHECK(pthread_create(&first, NULL, no_work, NULL) == 0 &&
 			    thread_join_within(first, 10000, NULL) == 0,
 		    "the first thread");
