@@ -206,11 +206,14 @@ static int uring_futex_ring_attached(struct lull_loop *loop,
 static uint32_t uring_futex_ring_park_how(struct lull_loop *loop,
 					  struct loop_ring *lr)
 {
-	if (!lr->futex_armed)
-		lr->futex_how = uring_of(loop)->futex_private &&
-					(lr->ring->flags & LULL_REGION_PRIVATE)
-				? LULL_PARK_FUTEX_PRIVATE
-				: LULL_PARK_FUTEX;
+	bool private_futex;
+
+	if (!lr->futex_armed) {
+		private_futex = uring_of(loop)->futex_private &&
+				(lr->ring->flags & LULL_REGION_PRIVATE);
+		lr->futex_how = private_futex ? LULL_PARK_FUTEX_PRIVATE
+					      : LULL_PARK_FUTEX;
+	}
 	return lr->futex_how;
 }
 

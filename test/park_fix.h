@@ -304,7 +304,9 @@ static uint32_t park_word(const struct lull_ring *ring)
 /* 1 while the consumer asks its producers to fence (lib/park.h). */
 static uint32_t park_fence_word(const struct lull_ring *ring)
 {
-	return atomic_load(&ring->region->park_fence);
+	/* Relaxed: a snapshot, as ring_park_word() reads the park word. */
+	return atomic_load_explicit(&ring->region->park_fence,
+				    memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------

@@ -204,14 +204,10 @@ Test(process, futex_park_armed_before_the_first_thread_is_woken_by_it,
 static bool loop_asleep(pid_t tid)
 {
 	uint64_t deadline = now_ns() + 4 * NSEC_PER_SEC;
-	long nr;
 
 	while (now_ns() < deadline) {
-		if (proc_thread_state(tid) == 'S') {
-			nr = proc_thread_syscall(tid);
-			if (nr == -2 || nr == __NR_io_uring_enter)
-				return true;
-		}
+		if (asleep_in_park(tid, &loop_futex_case))
+			return true;
 		sched_yield();
 	}
 	return false;
