@@ -443,3 +443,213 @@ Test(mpsc, long_random_sequence_round_trips, .timeout = 10)
 	random_sequence(&topo_mpsc, 256, 0x9e3779b97f4a7c15ull);
 	random_sequence(&topo_mpsc, 2048, 0x2545f4914f6cdd1dull);
 }
+
+/* ========================================================================
+ * What earlier laps leave in the free space is never read as a record
+ */
+
+#define LOOKALIKE_TYPE 7
+#define PROBE_TYPE 9
+#define LAP_QUEUE 256u
+
+/* The records written and not read yet, in order, and the read's check. */
+struct lap_check {
+	int32_t type[LAP_QUEUE];
+	uint32_t len[LAP_QUEUE];
+	unsigned head, tail;
+};
+
+static int lap_handler(const struct lull_record *rec, void *ctx)
+{
+	struct lap_check *c = ctx;
+	unsigned i = c->head % LAP_QUEUE;
+
+	cr_assert_lt(c->head, c->tail,
+		     "a record nobody wrote (type %d, %u bytes) was handed out",
+		     (int)rec->type, (unsigned)rec->len);
+	cr_assert_eq(rec->type, c->type[i], "record %u: type %d, expected %d",
+		     c->head, (int)rec->type, (int)c->type[i]);
+	cr_assert_eq(rec->len, c->len[i], "record %u: %u bytes, expected %u",
+		     c->head, (unsigned)rec->len, (unsigned)c->len[i]);
+	c->head++;
+	return LULL_READ_CONTINUE;
+}
+
+/* Everything written comes in @limit-sized reads, then nothing. */
+static void lap_drain(struct lull_ring *ring, struct lap_check *c,
+		      unsigned limit)
+{
+	int ret;
+
+	while (c->head != c->tail) {
+		ret = lull_ring_read(ring, lap_handler, c, limit);
+		cr_assert_gt(ret, 0, "read = %d with %u records unread", ret,
+			     c->tail - c->head);
+	}
+	cr_assert_eq(lull_ring_read(ring, lap_handler, c, limit), -EAGAIN);
+}
+
+/*
+ * Write @count (1 or 2) records of @type and @len bytes, every 8-byte word
+ * of their payloads a valid-looking header ({16, LOOKALIKE_TYPE}), by one
+ * of six calls (@how); returns the call's result.
+ */
+static int lap_write(struct lull_producer *p, bool mpsc, unsigned how,
+		     int32_t type, size_t len, struct lap_check *c)
+{
+	static const int32_t lookalike[2] = { 16, LOOKALIKE_TYPE };
+	unsigned char buf[2 * 64];
+	struct lull_record recs[2] = {
+		{ .data = buf, .len = (uint32_t)len, .type = type },
+		{ .data = buf + len, .len = (uint32_t)len, .type = type },
+	};
+	struct lull_claim claims[2] = { { .len = (uint32_t)len, .type = type },
+					{ .len = (uint32_t)len, .type = type } };
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	unsigned count = how >= 3 ? 2 : 1;
+	void *data;
+	int ret;
+
+	cr_assert_leq(len, 64u);
+	for (size_t i = 0; i < sizeof(buf); i += 8)
+		memcpy(buf + i, lookalike, 8);
+	switch (how) {
+	case 0:
+		ret = (mpsc ? lull_mpsc_write : lull_spsc_write)(p, type, buf,
+								 len);
+		break;
+	case 1:
+		ret = (mpsc ? lull_mpsc_writev : lull_spsc_writev)(p, type,
+								   &iov, 1);
+		break;
+	case 2:
+		ret = (mpsc ? lull_mpsc_claim : lull_spsc_claim)(p, type, len,
+								 &data);
+		if (ret == 0) {
+			memcpy(data, buf, len);
+			ret = (mpsc ? lull_mpsc_commit : lull_spsc_commit)(p);
+		}
+		break;
+	case 3:
+		ret = (mpsc ? lull_mpsc_write_batch
+			    : lull_spsc_write_batch)(p, recs, 2);
+		break;
+	case 4: /* packed into one record when len is a multiple of 8 */
+		ret = (mpsc ? lull_mpsc_write_array
+			    : lull_spsc_write_array)(p, type, buf, len, 2);
+		break;
+	default:
+		ret = (mpsc ? lull_mpsc_claim_batch
+			    : lull_spsc_claim_batch)(p, claims, 2);
+		if (ret == 0) {
+			memcpy(claims[0].data, buf, len);
+			memcpy(claims[1].data, buf, len);
+			ret = (mpsc ? lull_mpsc_commit : lull_spsc_commit)(p);
+		}
+		break;
+	}
+	for (unsigned i = 0; ret == 0 && i < count; i++) {
+		cr_assert_lt(c->tail - c->head, LAP_QUEUE);
+		c->type[c->tail % LAP_QUEUE] = type;
+		c->len[c->tail % LAP_QUEUE] = (uint32_t)len;
+		c->tail++;
+	}
+	return ret;
+}
+
+/* lap_write(), reading everything first when the ring is full. */
+static void lap_put(struct lull_ring *ring, struct lull_producer *p,
+		    bool mpsc, unsigned how, int32_t type, size_t len,
+		    struct lap_check *c)
+{
+	int ret = lap_write(p, mpsc, how, type, len, c);
+
+	if (ret == -EAGAIN) {
+		lap_drain(ring, c, 1000);
+		ret = lap_write(p, mpsc, how, type, len, c);
+	}
+	cr_assert_eq(ret, 0, "write %u of %zu bytes = %d", how, len, ret);
+}
+
+/*
+ * Records whose payloads look like headers fill the free space lap after
+ * lap; records of other sizes then end inside them, at every offset.  A
+ * read must hand out what was written and then find nothing: the length
+ * where the records end reads "not written", whoever wrote there before.
+ */
+static void stale_laps(unsigned flags, bool mpsc)
+{
+	struct lull_producer *p;
+	struct lull_ring *ring;
+	struct lap_check c = { .head = 0 };
+	uint64_t x = 0x9e3779b97f4a7c15ull, r;
+
+	/* The largest record is an eighth: 128 bytes. */
+	cr_assert_eq(lull_ring_create(&ring, 1024, flags), 0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &p), 0);
+	for (unsigned i = 0; i < 3000; i++) {
+		r = xorshift(&x);
+		lap_put(ring, p, mpsc, i % 6, LOOKALIKE_TYPE,
+			8 * (1 + (size_t)(r >> 8) % 8), &c);
+		lap_put(ring, p, mpsc, (i / 6) % 6, PROBE_TYPE,
+			(size_t)(r >> 16) % 41, &c);
+		if ((r >> 32) % 3 == 0)
+			lap_drain(ring, &c, 1 + (unsigned)(r >> 40) % 4);
+	}
+	lap_drain(ring, &c, 1000);
+	cr_assert_eq(lull_producer_detach(p), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+TOPO_TEST(earlier_laps_bytes_never_read_as_records, 10)
+{
+	stale_laps(t->flags, topo_is_mpsc(t));
+}
+
+Test(lanes, earlier_laps_bytes_never_read_as_records, .timeout = 10)
+{
+	stale_laps(LULL_RING_LANES(2), false);
+	stale_laps(LULL_RING_LANES(2), true);
+}
+
+/*
+ * A ring filled exactly, from every start, drained in reads of @limit:
+ * where the last record ends is where the first began, a header the
+ * producer could not clear; the read that moved past it must have.
+ */
+static void exactly_full(unsigned flags, bool mpsc, unsigned limit)
+{
+	struct lull_producer *p;
+	struct lull_ring *ring;
+	struct lap_check c = { .head = 0 };
+
+	cr_assert_eq(lull_ring_create(&ring, 256, flags), 0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &p), 0);
+	for (unsigned start = 0; start < 256; start += 8) {
+		/* 32 empty records, a header each, take the 256 exactly. */
+		for (unsigned i = 0; i < 32; i++)
+			cr_assert_eq(lap_write(p, mpsc, i % 3, LOOKALIKE_TYPE,
+					       0, &c),
+				     0, "start %u, record %u", start, i);
+		cr_assert_eq(lap_write(p, mpsc, 0, PROBE_TYPE, 0, &c),
+			     -EAGAIN, "start %u: the ring is not full", start);
+		lap_drain(ring, &c, limit);
+		/* Move the start on by one record. */
+		cr_assert_eq(lap_write(p, mpsc, 0, PROBE_TYPE, 0, &c), 0);
+		lap_drain(ring, &c, limit);
+	}
+	cr_assert_eq(lull_producer_detach(p), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+TOPO_TEST(exactly_full_ring_drains_to_nothing, 10)
+{
+	exactly_full(t->flags, topo_is_mpsc(t), 1000);
+	exactly_full(t->flags, topo_is_mpsc(t), 5);
+}
+
+Test(lanes, exactly_full_lane_drains_to_nothing, .timeout = 10)
+{
+	exactly_full(LULL_RING_LANES(2), false, 1000);
+	exactly_full(LULL_RING_LANES(2), false, 5);
+}

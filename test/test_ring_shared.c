@@ -653,10 +653,15 @@ static void dying_child(int out, void *v)
 		pause();
 }
 
+/* Bytes of the data area one record of struct payload takes. */
+#define PAYLOAD_SPACE                                                        \
+	((LULL_RECORD_HEADER_SIZE + sizeof(struct payload) + 7) & ~(size_t)7)
+
 /*
  * A producer is killed while stopped as @stop says, with @others writing
  * behind it in this process; everything it committed, and everything the
- * others did, arrives; its claim never does; one death record names it.
+ * others did, arrives; its claim never does; one death record names it,
+ * with the claim's bytes skipped (the ring never wraps here: no padding).
  */
 static void producer_killed(unsigned flags, char stop)
 {
@@ -679,10 +684,9 @@ static void producer_killed(unsigned flags, char stop)
 	/* Everything it committed came before its death record. */
 	cr_assert_eq(s.last_seq[1], 1000);
 	cr_assert_eq(s.death[0].pid, c.pid);
-	if (stop == 'i')
-		cr_assert_eq(s.death[0].skipped, 0);
-	else
-		cr_assert_gt(s.death[0].skipped, 0);
+	cr_assert_eq(s.death[0].skipped,
+		     stop == 'i' ? 0 : stop == 'c' ? PAYLOAD_SPACE
+						   : 4 * PAYLOAD_SPACE);
 	/* The others' records behind its claim arrive too. */
 	for (uint32_t i = 201; i <= 300; i++)
 		write_seq(other, 0, i);
@@ -721,6 +725,60 @@ SHARED_TEST(lane_producer_killed_mid_claim)
 SHARED_TEST(lane_producer_killed_mid_batch)
 {
 	producer_killed(LULL_RING_LANES(2), 'b');
+}
+
+/* Write @n records of producer @id, reading whenever the ring is full. */
+static void write_reading(struct lull_ring *ring, struct lull_producer *p,
+			  uint32_t id, uint32_t n, struct seen *s)
+{
+	int ret;
+
+	for (uint32_t seq = 1; seq <= n; seq++) {
+		while ((ret = write_one(p, id, seq)) == -EAGAIN)
+			cr_assert_gt(lull_ring_read(ring, on_record, s, 64), 0);
+		cr_assert_eq(ret, 0, "write: %d", ret);
+	}
+	while (lull_ring_read(ring, on_record, s, 64) > 0)
+		;
+}
+
+/*
+ * A lane producer killed between writes, on a lane whose earlier laps left
+ * records' bytes past where it stopped: it held no claim, so nothing is
+ * skipped, whatever lies there.
+ */
+SHARED_TEST(lane_producer_killed_idle_skips_nothing_of_earlier_laps)
+{
+	struct dying_arg a = { .id = 1, .before = 1000, .stop = 'i' };
+	/* Three laps of the lane, in records of struct payload. */
+	const uint32_t laps = 3 * 4 * CAP / PAYLOAD_SPACE;
+	struct lull_producer *other, *lapper;
+	struct seen s = { 0 };
+	struct child c;
+	unsigned one = 1;
+
+	cr_assert_eq(lull_ring_create_shared(&a.ring, 4 * CAP,
+					     LULL_RING_LANES(2), 0),
+		     0);
+	/* other holds lane 0, and the ring open; the child gets lane 1. */
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &other), 0);
+	cr_assert_eq(lull_producer_attach(a.ring, 0, &lapper), 0);
+	write_reading(a.ring, lapper, 2, laps, &s);
+	cr_assert_eq(s.last_seq[2], laps);
+	cr_assert_eq(lull_producer_detach(lapper), 0);
+	child_start(&c, dying_child, &a);
+	cr_assert_eq(child_said(&c), 'i');
+	child_kill(&c);
+	cr_assert_eq(consume(a.ring, &s, deaths_reach, &one), 0);
+	cr_assert_eq(s.last_seq[1], 1000);
+	cr_assert_eq(s.death[0].pid, c.pid);
+	cr_assert_eq(s.death[0].skipped, 0);
+	cr_assert_eq(lull_producer_detach(other), 0);
+	cr_assert_eq(consume(a.ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.records, laps + 1000);
+	cr_assert_not(s.out_of_order);
+	cr_assert_eq(s.deaths, 1);
+	cr_assert_eq(lull_ring_destroy(a.ring), 0);
 }
 
 /* The last producer dies: its records, its death, the poison, -EPIPE. */

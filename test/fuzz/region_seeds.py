@@ -9,7 +9,8 @@ starts from every path the consumer is known to take.
 
 region_read's seeds are scripts (see fuzz_region_read.c for the steps);
 region_open's are whole regions, byte for byte, laid out here as
-lib/region.h says (layout version 5).
+lib/region.h says (LAYOUT_VERSION below: keep it equal to
+LULL_LAYOUT_VERSION, or every region_open seed stops at the version check).
 
 Usage: test/fuzz/region_seeds.py [OUTDIR]   (default test/fuzz/corpus)
 """
@@ -19,6 +20,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+LAYOUT_VERSION = 6
 SPSC, MPSC, LANES = 1, 2, 3
 MORE = 0x40000000
 POISON, FATAL = -1, -2
@@ -231,8 +233,8 @@ def region(mode, capacity, lanes=1):
     data_offset = 1024 + 256 * lanes
     size = data_offset + lanes * capacity
     r = bytearray(size)
-    struct.pack_into("<IIIIQQQI", r, 0, 0x6c756c6c, 4, mode, 0, capacity,
-                     size, data_offset, lanes)
+    struct.pack_into("<IIIIQQQI", r, 0, 0x6c756c6c, LAYOUT_VERSION, mode, 0,
+                     capacity, size, data_offset, lanes)
     struct.pack_into("<i", r, 392, -1)  # wake_fd
     return r
 
