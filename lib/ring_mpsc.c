@@ -11,15 +11,15 @@
 
 #include "mpsc.h"
 
-LULL_EXPORT int lull_mpsc_write(struct lull_producer *prod, int32_t type,
-				const void *data, size_t len)
+/* lull_mpsc_write() on the shared MPSC lane. */
+static int __attribute__((noinline))
+mpsc_write(struct lull_producer *prod, int32_t type, const void *data,
+	   size_t len)
 {
 	uint32_t length;
 	uint64_t pos;
 	int ret;
 
-	if (unlikely(prod && prod->mode == LULL_MODE_LANES))
-		return lull_spsc_write(prod, type, data, len);
 	ret = mpsc_check(prod);
 	if (unlikely(ret < 0))
 		return ret;
@@ -38,16 +38,30 @@ LULL_EXPORT int lull_mpsc_write(struct lull_producer *prod, int32_t type,
 	return 0;
 }
 
-LULL_EXPORT int lull_mpsc_writev(struct lull_producer *prod, int32_t type,
-				 const struct iovec *iov, int iovcnt)
+/*
+ * A LANES producer goes to its lane's write before anything else: the
+ * MPSC write, apart, saves and restores six registers that a lane's write
+ * never needed, at every record (a fifth of a LANES producer's time, one
+ * record per call).  Both calls are tail calls.
+ */
+LULL_EXPORT int lull_mpsc_write(struct lull_producer *prod, int32_t type,
+				const void *data, size_t len)
+{
+	if (unlikely(prod && prod->mode == LULL_MODE_LANES))
+		return lull_spsc_write(prod, type, data, len);
+	return mpsc_write(prod, type, data, len);
+}
+
+/* lull_mpsc_writev() on the shared MPSC lane. */
+static int __attribute__((noinline))
+mpsc_writev(struct lull_producer *prod, int32_t type, const struct iovec *iov,
+	    int iovcnt)
 {
 	uint32_t length;
 	uint64_t pos;
 	size_t len;
 	int ret;
 
-	if (unlikely(prod && prod->mode == LULL_MODE_LANES))
-		return lull_spsc_writev(prod, type, iov, iovcnt);
 	ret = mpsc_check(prod);
 	if (unlikely(ret < 0))
 		return ret;
@@ -65,4 +79,13 @@ LULL_EXPORT int lull_mpsc_writev(struct lull_producer *prod, int32_t type,
 		       iovcnt);
 	mpsc_commit_at(prod, pos, length, type);
 	return 0;
+}
+
+/* As lull_mpsc_write(): a LANES producer first, both tail calls. */
+LULL_EXPORT int lull_mpsc_writev(struct lull_producer *prod, int32_t type,
+				 const struct iovec *iov, int iovcnt)
+{
+	if (unlikely(prod && prod->mode == LULL_MODE_LANES))
+		return lull_spsc_writev(prod, type, iov, iovcnt);
+	return mpsc_writev(prod, type, iov, iovcnt);
 }
