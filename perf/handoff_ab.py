@@ -13,9 +13,10 @@ second build's p50 median to the first's.
 
 Usage: perf/handoff_ab.py FILE...
 """
-import json
 import statistics
 import sys
+
+import ab_rounds
 
 # Each lull backend against the bare kernel path it is built on.
 FLOORS = {
@@ -29,18 +30,9 @@ FLOORS = {
 
 def read_rounds(path):
     """[(build, {mechanism: result})] in the file's order."""
-    rounds = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            obj = json.loads(line)
-            if "round" in obj:
-                rounds.append((str(obj.get("build", "?")), {}))
-            elif "mechanism" in obj and rounds:
-                rounds[-1][1][obj["mechanism"]] = obj
-    return rounds
+    return ab_rounds.read_rounds(
+        [path], lambda obj: (obj["mechanism"], obj)
+        if "mechanism" in obj else None)
 
 
 def median_of(rounds, build, mech, key, scale):

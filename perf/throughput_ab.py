@@ -14,9 +14,10 @@ lull ring to each peer measured in the same invocation (> 1: lull faster).
 
 Usage: perf/throughput_ab.py FILE...
 """
-import json
 import statistics
 import sys
+
+import ab_rounds
 
 
 def config_of(obj):
@@ -26,20 +27,9 @@ def config_of(obj):
 
 def read_rounds(paths):
     """[(build, {(config, ring): msgs_per_s})] in the files' order."""
-    rounds = []
-    for path in paths:
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line.startswith("{"):
-                    continue
-                obj = json.loads(line)
-                if "round" in obj:
-                    rounds.append((str(obj.get("build", "?")), {}))
-                elif "ring" in obj and rounds:
-                    key = (config_of(obj), obj["ring"])
-                    rounds[-1][1][key] = obj["msgs_per_s"]
-    return rounds
+    return ab_rounds.read_rounds(
+        paths, lambda obj: ((config_of(obj), obj["ring"]), obj["msgs_per_s"])
+        if "ring" in obj else None)
 
 
 def fmt_config(config):
