@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_ring_records.c - the Criterion suite of lull/ring.h: records: round trips of every size and shape, types, a full
- * ring, wrapping with padding at every offset, random sequences.
+ * test_ring_records.c - the Criterion suite of lull/ring.h: records: round
+ * trips of every size and shape, types, a full ring, wrapping with padding
+ * at every offset, random sequences, earlier laps' bytes never read as
+ * records, a ring filled exactly.
  * The fixture (struct model, struct fix, TOPO_TEST) is ring_fix.h.
  */
 #include "ring_fix.h"
