@@ -575,9 +575,10 @@ static void lap_put(struct lull_ring *ring, struct lull_producer *p,
 
 /*
  * Records whose payloads look like headers fill the free space lap after
- * lap; records of other sizes then end inside them, at every offset.  A
- * read must hand out what was written and then find nothing: the length
- * where the records end reads "not written", whoever wrote there before.
+ * lap; records of other sizes (0 to 40 bytes, from a fixed random
+ * sequence) then end inside them, anywhere in the ring.  A read must hand
+ * out what was written and then find nothing: the length where the
+ * records end reads "not written", whoever wrote there before.
  */
 static void stale_laps(unsigned flags, bool mpsc)
 {
