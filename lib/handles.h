@@ -92,6 +92,7 @@ struct lull_ring {
 	bool park_fence_asked;
 	bool park_fenced;
 	bool streaming;       /* adaptive spin: records are streaming in */
+	uint32_t slip_ns;     /* the temporal slip (ring_read.c) */
 	uint64_t safety_ns;
 	int eventfd;          /* own eventfd for URING_EVENTFD, or -1 */
 	uint64_t eventfd_buf; /* where an io_uring read of it lands */

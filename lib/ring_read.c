@@ -23,6 +23,7 @@
  * makes the ring fatal (lull__ring_corrupt(), shutdown.c): -EPROTO once, then the
  * poison record, then -EPIPE.
  */
+#include <ck_pr.h>
 #include <string.h>
 
 #include "consume.h"
@@ -450,6 +451,7 @@ hand_one(struct handler h, const struct lull_record *rec)
 /* How a read of one lane ended. */
 struct lane_read {
 	unsigned count; /* records consumed so far in this read */
+	uint64_t bytes; /* ... and the bytes they took in their lanes */
 	bool stopped;   /* the handler ended the read (STOP or KEEP) */
 	bool kept;      /* ... with LULL_READ_KEEP */
 };
@@ -591,12 +593,57 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
 			break; /* the batch is whole: discard the rest */
 	}
 	rd->count = count;
+	rd->bytes += pos - head;
 	if (handed)
 		cur->in_batch = more;
 	lull__consume_to(ring, cur, pos);
 	/* After the head moved (which starts a record at 0): where in it. */
 	cur->item = item;
 	return ret;
+}
+
+/*
+ * The temporal slip.  A consumer faster than its producer catches up with
+ * it, and then reads the very line the producer is writing, a few records
+ * per read: each such read costs the producer's next store a cache-line
+ * round trip, and the stream runs at the line's pace (perf/README.md, "the
+ * caught-up regime").  So after a read that found records but reached the
+ * producers' end within LULL_SLIP_RUN_BYTES, the next read first lets them
+ * run ahead, keeping the consumer's distance as FastForward's temporal
+ * slipping does.  The slip doubles after each such short read and halves
+ * after a longer one; a read that finds nothing (a trickle, an idle ring)
+ * ends it, so it never delays a lone record.
+ */
+static inline void slip_adapt(struct lull_ring *ring,
+			      const struct lane_read *rd, unsigned limit)
+{
+	uint32_t slip = ring->slip_ns;
+	bool short_run = rd->count && rd->count < limit && !rd->stopped &&
+			 rd->bytes < LULL_SLIP_RUN_BYTES;
+
+	if (likely(!slip && !short_run) ||
+	    ring->spin_ns != LULL_PARK_SPIN_ADAPTIVE)
+		return;
+	if (!rd->count)
+		slip = 0;
+	else if (short_run)
+		slip = !slip ? LULL_SLIP_MIN_NS
+		     : slip < LULL_SLIP_MAX_NS / 2 ? slip * 2
+						   : LULL_SLIP_MAX_NS;
+	else
+		slip = slip / 2 >= LULL_SLIP_MIN_NS ? slip / 2 : 0;
+	ring->slip_ns = slip;
+}
+
+/* Hold back for the slip: pauses, the clock read every 8 of them. */
+static __attribute__((noinline)) void slip_behind(uint32_t slip_ns)
+{
+	uint64_t until = lull__now_ns() + slip_ns;
+
+	do {
+		for (int i = 0; i < 8; i++)
+			ck_pr_stall();
+	} while (lull__now_ns() < until);
 }
 
 static inline __attribute__((always_inline)) int
@@ -609,6 +656,8 @@ read_batch(struct lull_ring *ring, struct handler h, unsigned limit)
 	bool discarding = closure_discarding(ring);
 	int found;
 
+	if (unlikely(ring->slip_ns))
+		slip_behind(ring->slip_ns);
 	for (visited = 0; visited < ring->lanes; visited++) {
 		if (rd.count == limit || rd.stopped)
 			break;
@@ -630,6 +679,7 @@ read_batch(struct lull_ring *ring, struct handler h, unsigned limit)
 			lane = 0;
 	}
 	ring->next_lane = lane;
+	slip_adapt(ring, &rd, limit);
 	ring->records_since_wait += rd.count;
 	ring->records_since_park += rd.count;
 	/* A stream: producers stop fencing before the next park asks. */

@@ -75,6 +75,15 @@ enum lull_backend {
  * committing faster than a park and a wake-up cost.  A spin that finds
  * nothing, and any real sleep, turn it off again, so sparse traffic parks
  * at once and an idle consumer spins at most once before it sleeps.
+ *
+ * With it, and only with it, the reads also keep their distance from a
+ * producer they caught up with (the temporal slip): after a read that
+ * found records but reached the producers' end within a short run (16
+ * KiB), the next lull_ring_read() first holds back, 64 ns doubling up to
+ * 4 us while the runs stay short, so that the producers are not made to
+ * win back the line they are writing record after record.  A read that
+ * finds nothing ends the slip: a lone record is never held back.  A fixed
+ * spin_ns, or 0, turns the slip off.
  */
 #define LULL_PARK_SPIN_ADAPTIVE UINT64_MAX
 #define LULL_PARK_ADAPTIVE_SPIN_NS (10ull * 1000)
