@@ -7,11 +7,14 @@
  * The producer owns the lane's tail: it writes each record past it, header
  * type and payload first, then publishes it in band with a release store
  * of the header's length; the consumer finds records by their lengths and
- * never polls tail.  tail is then stored (relaxed) only to tell a closing
+ * never polls tail.  Before that store it zeroes the length where its
+ * records end, the next one's header (lane_clear_next()), so that the
+ * consumer stops there: nobody zeroes the rest of the free space
+ * (region.h).  tail is then stored (relaxed) only to tell a closing
  * consumer where the records end.  No atomic read-modify-write: a write is
- * busy-mark, barrier, state check, copy, header, tail store, busy clear,
- * barrier, park check (the barriers are compiler-only in a lull-allocated
- * region, see lull__notify()).
+ * busy-mark, barrier, state check, next length cleared, copy, header, tail
+ * store, busy clear, barrier, park check (the barriers are compiler-only
+ * in a lull-allocated region, see lull__notify()).
  */
 #ifndef LULL_PRIVATE_LANE_H
 #define LULL_PRIVATE_LANE_H
@@ -48,6 +51,24 @@ static inline bool lane_room(struct lull_producer *prod, uint64_t end)
 	prod->head_cache =
 		atomic_load_explicit(&prod->lane->head, memory_order_acquire);
 	return end - prod->head_cache <= prod->mask + 1;
+}
+
+/*
+ * Zero the length at @end, where the records about to be published end:
+ * the consumer reads it next and must find "not written yet", not an
+ * earlier lap's bytes.  Relaxed: the release store that publishes the
+ * records orders it before them.  Left alone when @end is a whole lap
+ * past the head we know of: the lane is then exactly full, and the
+ * length there is the header of the record at that head (the consumer
+ * zeroes it when it moves past, before it publishes the head that lets
+ * us write there).  With a head older than the consumer's, the lane may
+ * not be full: that head's record is then consumed, and its length
+ * zeroed, already.
+ */
+static inline void lane_clear_next(struct lull_producer *prod, uint64_t end)
+{
+	if (likely(end - prod->head_cache <= prod->mask))
+		lull__length_clear(prod->data, prod->mask, end);
 }
 
 /* Publish a record header on the lane (lull__header_publish()). */
@@ -154,16 +175,22 @@ static inline int lane_reserve(struct lull_producer *prod, uint32_t length,
 	return 0;
 }
 
-/* Write the padding (if any) and the record header, then publish. */
+/*
+ * Publish the record at @pos (its payload written), with the padding of a
+ * wrap in front if any.  The padding goes last: until the record's header
+ * is written, its place at the start of the data area holds an earlier
+ * lap's bytes, which the consumer must not reach through the padding.
+ */
 static inline void lane_publish(struct lull_producer *prod, uint64_t pos,
 				uint64_t end, uint32_t length, int32_t type)
 {
 	uint64_t tail = lane_tail(prod);
 
+	lane_clear_next(prod, end);
+	lane_header(prod, pos, length, type);
 	if (pos != tail)
 		lane_header(prod, tail, (uint32_t)(pos - tail),
 			    LULL_TYPE_PADDING);
-	lane_header(prod, pos, length, type);
 	lane_tail_store(prod, end);
 }
 

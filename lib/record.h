@@ -90,10 +90,22 @@ static inline uint64_t lull__wrap_padding(uint64_t pos, uint64_t mask,
 }
 
 /*
+ * Zero the length of the header at @pos: "not written yet" (region.h says
+ * who does, and when).  Relaxed: whoever clears it publishes something
+ * with a release store after, which orders it.
+ */
+static inline void lull__length_clear(unsigned char *data, uint64_t mask,
+				      uint64_t pos)
+{
+	atomic_store_explicit(&lull__header_at(data, mask, pos)->length, 0,
+			      memory_order_relaxed);
+}
+
+/*
  * Zero [from, to) of a lane's data area @data (positions free-running,
- * @mask the capacity - 1), which may wrap.  The consumer zeroes what it
- * consumed; a lane producer what it wrote and then abandoned.  Either way
- * a header nobody wrote yet must read 0 on the next lap.
+ * @mask the capacity - 1), which may wrap: what the consumer of the
+ * shared MPSC lane consumed, so that a header nobody wrote yet reads 0 on
+ * the next lap.
  */
 static inline void lull__zero_span(unsigned char *data, uint64_t mask,
 				   uint64_t from, uint64_t to)

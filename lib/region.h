@@ -23,7 +23,7 @@
 #define LULL_LINE_PAIR 128
 
 #define LULL_REGION_MAGIC 0x6c756c6cu /* "lull" */
-#define LULL_LAYOUT_VERSION 5u
+#define LULL_LAYOUT_VERSION 6u
 #define LULL_REGION_LANES_OFFSET 1024u
 
 /*
@@ -58,6 +58,14 @@ struct lull_lane {
 	_Atomic uint32_t busy;
 	/* SPSC and LANES: 1 while a producer holds the lane. */
 	_Atomic uint32_t owner;
+	/*
+	 * SPSC and LANES: where the claim the producer holds ends (a
+	 * lull_*_claim() or lull_*_claim_batch(), which begin at tail),
+	 * stored relaxed before any of it is written; at or behind tail
+	 * otherwise.  Read only by the consumer recovering a dead producer's
+	 * lane (ring_death.c), which reports the span it skips.
+	 */
+	_Atomic uint64_t claim_end;
 
 	/* Start of the records not yet consumed, stored by the consumer. */
 	alignas(LULL_LINE_PAIR) _Atomic uint64_t head;
@@ -300,7 +308,7 @@ static_assert(sizeof(struct lull_slot) == 64, "slot layout");
  * (so never 0 for a written record); the record occupies length rounded up
  * to 8.  In every topology length is the commit flag (only MPSC stores
  * the negative value):
- *     0   not written yet (the consumer zeroes what it consumed)
+ *     0   not written yet
  *    <0   claimed by a producer, payload being written
  *    >0   committed: type and payload are complete
  * (A committed record of type LULL_TYPE_ARRAY holds packed items; see
@@ -308,6 +316,19 @@ static_assert(sizeof(struct lull_slot) == 64, "slot layout");
  * A committed length may carry LULL_LENGTH_BATCH_MORE: the record is not
  * the last of a batch (ring_batch.c), so an immediate shutdown, which
  * discards what is undelivered, never cuts a batch the consumer began.
+ * What keeps a length that nobody wrote yet at 0, in each topology:
+ *   MPSC  the consumer zeroes all it consumed: producers write their
+ *         records in any order, so any 8-byte word of the data area may
+ *         be the next one's header.
+ *   SPSC, LANES  a lane's one producer writes in order, so only the
+ *         length at its tail matters, and only to the consumer: the
+ *         producer zeroes the length at its records' end before it
+ *         publishes them (lane_clear_next() in lane.h), and the consumer
+ *         the one at each head it moves past (consume.h), for the one
+ *         case the producer must leave it: a lane exactly full, where
+ *         that length is the header of the record at the head.  The rest
+ *         of the free space holds whatever earlier laps left there, and
+ *         nobody reads it.
  * Lengths and paddings stay below 2^30 (a record is at most capacity / 8,
  * a padding less than the capacity), so the bit is free.
  */

@@ -224,9 +224,16 @@ static void array_place(struct lull_producer *prod,
 	prod->claim_end = pos;
 }
 
-/* A lane producer claims a batch at its tail; busy until commit or abort. */
+/*
+ * A lane producer claims a batch at its tail; busy until commit or abort.
+ * A claim the caller will hold (@held: lull_spsc_claim(),
+ * lull_*_claim_batch()) is announced in the lane before any of it is
+ * written, so that if its process dies the consumer can tell what it
+ * skips (recover_lane() in ring_death.c).  Relaxed: only that consumer
+ * reads it, once the process is dead.
+ */
 static int lane_claim_checked(struct lull_producer *prod,
-			      const struct batch_src *src)
+			      const struct batch_src *src, bool held)
 {
 	uint64_t tail, end, first;
 	int ret;
@@ -240,6 +247,9 @@ static int lane_claim_checked(struct lull_producer *prod,
 		lane_leave(prod);
 		return lull__full(prod);
 	}
+	if (held)
+		atomic_store_explicit(&prod->lane->claim_end, end,
+				      memory_order_relaxed);
 	/* The gate is the tail: padding, or the first record. */
 	batch_place(prod, src, tail, tail, end);
 	prod->claim_pos = first;
@@ -264,7 +274,7 @@ static int lane_claim(struct lull_producer *prod, const struct batch_src *src)
 {
 	int ret = claim_checks(prod, src, false);
 
-	return ret < 0 ? ret : lane_claim_checked(prod, src);
+	return ret < 0 ? ret : lane_claim_checked(prod, src, true);
 }
 
 /*
@@ -327,11 +337,13 @@ static void claim_commit(struct lull_producer *prod)
 		lull__header_at(prod->data, prod->mask, prod->claim_start);
 
 	prod->claimed = false;
+	if (prod->mode != LULL_RING_MPSC)
+		lane_clear_next(prod, prod->claim_end);
 	hdr->type = prod->claim_type;
 	/*
 	 * Pairs with the consumer's acquire load of length: every header
 	 * and payload of the batch, written before, is visible once the
-	 * gate is.
+	 * gate is (and so is the next record's length, cleared above).
 	 */
 	atomic_store_explicit(&hdr->length, (int32_t)prod->claim_length,
 			      memory_order_release);
@@ -353,12 +365,13 @@ static void claim_abort(struct lull_producer *prod)
 	prod->claimed = false;
 	if (prod->mode != LULL_RING_MPSC) {
 		/*
-		 * Nothing was published and the tail stays: zero all but the
-		 * gate (which reads 0 and which the consumer may be polling
-		 * right now), or on the next lap the consumer could take a
-		 * header written here, or a stale payload byte, for a record.
+		 * Nothing was published and the tail stays.  The gate still
+		 * reads 0; what was written behind it is left: the next
+		 * write covers the gate, and nobody reads further (region.h).
+		 * The claim is no longer announced.
 		 */
-		lull__zero_span(prod->data, prod->mask, start + LULL_RECORD_HEADER_SIZE, end);
+		atomic_store_explicit(&prod->lane->claim_end, start,
+				      memory_order_relaxed);
 		lane_leave(prod);
 		return;
 	}
@@ -388,8 +401,8 @@ static void claim_abort(struct lull_producer *prod)
 /*
  * A lane producer writes a batch of records in one pass: each record is
  * checked as it is written, behind the gate, so a bad one, a full lane or
- * a batch too large is undone by zeroing what was written (nothing was
- * visible: the gate was not) and nothing else is ever looked at twice.
+ * a batch too large is undone by leaving the gate as it is (nothing was
+ * visible) and nothing else is ever looked at twice.
  * The checks give the errors batch_check() would, in the same cases: a
  * batch larger than the bound fails on its size before the lane can look
  * full, since its span exceeds the capacity only when its records exceed
@@ -466,8 +479,6 @@ static int lane_write_batch(struct lull_producer *prod,
 	claim_commit(prod);
 	return 0;
 undo:
-	if (pos > tail + LULL_RECORD_HEADER_SIZE)
-		lull__zero_span(prod->data, prod->mask, tail + LULL_RECORD_HEADER_SIZE, pos);
 	lane_leave(prod);
 	return ret;
 }
@@ -490,7 +501,7 @@ static int lane_write_array(struct lull_producer *prod,
 	tail = lane_tail(prod);
 	if (unlikely(lull__wrap_padding(tail, prod->mask, total) ||
 		     !lane_room(prod, tail + total))) {
-		ret = lane_claim_checked(prod, src);
+		ret = lane_claim_checked(prod, src, false);
 		if (ret == 0)
 			claim_commit(prod);
 		return ret;

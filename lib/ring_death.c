@@ -628,10 +628,12 @@ static void slot_release(struct lull_ring *ring, struct lull_watch *w,
 
 /*
  * A dead lane producer (SPSC, LANES): what it committed stays for the
- * reader, and the rest of the lane, where it may have left a claim or a
- * batch behind its gate, is zeroed; then its tail is where its records
- * end, and the lane is free for the next producer, which goes on there.
- * Nobody else writes the lane meanwhile: the slot still holds it.
+ * reader; past it, whatever it was writing (a record, a batch behind its
+ * gate, a claim) was never published, and only the length where its
+ * records end must read 0 (region.h).  Its tail is put there, and the
+ * lane is free for the next producer, which goes on there.  What it
+ * skips is the claim it announced, if it held one.  Nobody else writes
+ * the lane meanwhile: the slot still holds it.
  */
 static void recover_lane(struct lull_ring *ring, struct lull_watch *w,
 			 unsigned i)
@@ -641,7 +643,7 @@ static void recover_lane(struct lull_ring *ring, struct lull_watch *w,
 					     memory_order_relaxed);
 	struct lull_cursor *cur;
 	struct lull_record_header *hdr;
-	uint64_t cap = ring->mask + 1, pos, size;
+	uint64_t cap = ring->mask + 1, pos, size, claim_end;
 	int32_t raw;
 
 	if (lane >= ring->lanes) {
@@ -662,17 +664,24 @@ static void recover_lane(struct lull_ring *ring, struct lull_watch *w,
 			break; /* not a record: the reader will say so */
 	}
 	/*
-	 * What it wrote past its records, a claim or a batch: skipped.  Its
-	 * stores are done (it is dead); relaxed loads, as the region's
-	 * words are atomic for everyone else.
+	 * The claim it held, which begins where its records end: one that
+	 * ends past them, within the lane's lap.  Relaxed: its stores are
+	 * done (it is dead).  Anything else is not a claim it holds (one
+	 * committed, or aborted) or not one it could have made: none.
 	 */
-	for (uint64_t at = pos; at != cur->head + cap; at += 8)
-		if (__atomic_load_n((const uint64_t *)(const void *)(
-					    cur->data + (at & ring->mask)),
-				    __ATOMIC_RELAXED))
-			w->slot[i].skipped = at + 8 - pos;
-	lull__zero_span(cur->data, ring->mask, pos, cur->head + cap);
-	/* Relaxed: published by the release of owner below. */
+	claim_end = atomic_load_explicit(&cur->lane->claim_end,
+					 memory_order_relaxed);
+	if ((int64_t)(claim_end - pos) > 0 && claim_end - cur->head <= cap &&
+	    !(claim_end & (LULL_RECORD_ALIGN - 1)))
+		w->slot[i].skipped = claim_end - pos;
+	/*
+	 * Nothing to clear: the walk stopped at a length that reads 0 (a
+	 * gate, or the length its last write cleared), at a full lap, whose
+	 * length the consumer clears, or at a header no producer wrote,
+	 * which the reader reports.  Relaxed: published by the release of
+	 * owner below.
+	 */
+	atomic_store_explicit(&cur->lane->claim_end, pos, memory_order_relaxed);
 	atomic_store_explicit(&cur->lane->tail, pos, memory_order_relaxed);
 	atomic_store_explicit(&cur->lane->busy, 0, memory_order_release);
 	/* Pairs with the acquire CAS of lane_take() in producer.c. */

@@ -5,16 +5,17 @@
  * The consumer walks records from its private head in each lane, hands
  * them out in place, and publishes the lane's new head once per batch
  * with a release store.  Every topology publishes in band: a record is
- * readable when its header's length reads positive (acquire).  The
- * consumer zeroes what it consumed before publishing head, so that on the
- * next lap a header nobody wrote yet reads 0.  It never polls tail, the
- * line the producers write on every record; tail only marks the end for
- * a closing consumer.  A LANES ring has many lanes, taken in turn; the
- * others have one.  An array record (region.h) is handed out item by
- * item, each as a record of its own; a read or a peek that stops inside
- * one leaves the lane's head at it and the next item's index in the
- * cursor.  lull_ring_read_items() hands out an array's items as one run
- * instead, and every other record as a run of one.
+ * readable when its header's length reads positive (acquire), and one
+ * that reads 0 is not written yet (region.h says who keeps it so: on the
+ * MPSC lane, the consumer zeroing what it consumed before publishing
+ * head).  It never polls tail, the line the producers write on every
+ * record; tail only marks the end for a closing consumer.  A LANES ring
+ * has many lanes, taken in turn; the others have one.  An array record
+ * (region.h) is handed out item by item, each as a record of its own; a
+ * read or a peek that stops inside one leaves the lane's head at it and
+ * the next item's index in the cursor.  lull_ring_read_items() hands out
+ * an array's items as one run instead, and every other record as a run of
+ * one.
  *
  * Nothing read from the region is trusted: any process that maps it may
  * have written anything anywhere.  Every header is checked before a
@@ -156,9 +157,9 @@ next_record(const struct lull_ring *ring, const struct lull_cursor *cur,
 	uint32_t items, item, item_len;
 
 	/*
-	 * A batch zeroes what it consumed only at its end, so a batch that
-	 * has gone a whole lap would find its own first record again: the
-	 * walk stops there, or at the final tail, and never passes either
+	 * A batch gives back what it consumed only at its end, so a batch
+	 * that has gone a whole lap would find its own first record again:
+	 * the walk stops there, or at the final tail, and never passes either
 	 * (record_size()).
 	 */
 	while (pos != stop) {
@@ -464,7 +465,7 @@ struct lane_read {
  *
  * The walk keeps what it needs in locals: the handler is opaque, so the
  * compiler would read every field of the handle again after each call.
- * It stops at one position, the end of a lap (a batch zeroes what it
+ * It stops at one position, the end of a lap (a batch gives back what it
  * consumed only at its end, so a walk that went a whole lap would find
  * its own first record again) or, closing, the final tail (nothing is
  * published past it): the walk never passes either, since no producer

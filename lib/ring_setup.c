@@ -206,8 +206,10 @@ static void region_format(struct lull_region *region, size_t size,
 	struct lull_lane *lane;
 
 	/*
-	 * The whole data area must read as zero: in either topology a zero
-	 * length is how the consumer knows a record is not written yet.
+	 * The data area must read as zero: a zero length is how the consumer
+	 * knows a record is not written yet, and an MPSC producer's first
+	 * record may go anywhere in the first lap (a lane producer's goes at
+	 * its start, and clears the length past it itself, region.h).
 	 * Fresh anonymous memory already does, untouched: clearing it would
 	 * commit every page of a large ring before its first record (a
 	 * 1 GiB ring took seconds to create).
@@ -227,6 +229,7 @@ static void region_format(struct lull_region *region, size_t size,
 		atomic_init(&lane->head, 0);
 		atomic_init(&lane->busy, 0);
 		atomic_init(&lane->owner, 0);
+		atomic_init(&lane->claim_end, 0);
 	}
 	atomic_init(&region->producers, 0);
 	atomic_init(&region->consumer, 0);

@@ -62,9 +62,10 @@ spsc_write_wake(struct lull_producer *prod, uint32_t seen)
  * write stores to was just read by the consumer and must be fetched back,
  * and until it is, this write's stores and every later one wait in the
  * CPU's store buffer, which drains in order.  The fewer stores a write
- * makes (here: busy, the payload, the header's type and length, tail,
- * busy; only the payload and header go to a line the consumer reads), the
- * more writes fit in that buffer before the producer stalls.
+ * makes (here: busy, the next record's length, the payload, the header's
+ * type and length, tail, busy; only the lengths and the payload go to
+ * lines the consumer reads), the more writes fit in that buffer before
+ * the producer stalls.
  */
 LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 				const void *data, size_t len)
@@ -115,6 +116,9 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 		return spsc_write_any(prod, type, data, len); /* leaves */
 
 	/* lane_publish(): no padding, by the check above */
+	/* lane_clear_next(), with the head read above */
+	if (likely(end - prod->head_cache <= mask))
+		lull__length_clear(prod->data, mask, end);
 	lull__copy_small(hdr + 1, data, len);
 	hdr->type = type;
 	/* Pairs with the consumer's acquire load of length (lane_header()). */

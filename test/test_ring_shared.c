@@ -661,8 +661,7 @@ static void dying_child(int out, void *v)
  * A producer is killed while stopped as @stop says, with @others writing
  * behind it in this process; everything it committed, and everything the
  * others did, arrives; its claim never does; one death record names it,
- * with the claim's bytes skipped (the ring never wraps here: no padding),
- * all of them on MPSC, where a claim is announced.
+ * with the claim's bytes skipped (the ring never wraps here: no padding).
  */
 static void producer_killed(unsigned flags, char stop)
 {
@@ -685,14 +684,9 @@ static void producer_killed(unsigned flags, char stop)
 	/* Everything it committed came before its death record. */
 	cr_assert_eq(s.last_seq[1], 1000);
 	cr_assert_eq(s.death[0].pid, c.pid);
-	if (stop == 'i')
-		cr_assert_eq(s.death[0].skipped, 0);
-	else if (flags != LULL_RING_MPSC)
-		/* A lane's claim is not announced: up to its last byte. */
-		cr_assert_gt(s.death[0].skipped, 0);
-	else
-		cr_assert_eq(s.death[0].skipped,
-			     stop == 'c' ? PAYLOAD_SPACE : 4 * PAYLOAD_SPACE);
+	cr_assert_eq(s.death[0].skipped,
+		     stop == 'i' ? 0 : stop == 'c' ? PAYLOAD_SPACE
+						   : 4 * PAYLOAD_SPACE);
 	/* The others' records behind its claim arrive too. */
 	for (uint32_t i = 201; i <= 300; i++)
 		write_seq(other, 0, i);

@@ -194,10 +194,11 @@ struct lull_fatal {
 struct lull_death {
 	int32_t pid;      /* the producer's process */
 	uint32_t slot;    /* its producer slot, 0..LULL_PRODUCER_SLOTS-1 */
-	uint64_t skipped; /* bytes of the data area skipped for a claim or
-			     batch it left open: its headers, payloads and
-			     a wrap's padding; 0 when it held none (on SPSC
-			     and LANES, up to the last byte it wrote) */
+	uint64_t skipped; /* bytes of the data area skipped for a claim
+			     it left open (lull_*_claim(),
+			     lull_*_claim_batch(); on MPSC also a write
+			     call it died in): its headers, payloads and
+			     a wrap's padding; 0 when it held none */
 };
 
 /* Producers attached at once to a shared ring, from all processes. */

@@ -20,7 +20,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-LAYOUT_VERSION = 5
+LAYOUT_VERSION = 6
 SPSC, MPSC, LANES = 1, 2, 3
 MORE = 0x40000000
 POISON, FATAL = -1, -2

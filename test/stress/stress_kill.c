@@ -54,9 +54,8 @@
  * record or batch a kill between the commit and the store may add); a
  * producer that detached must have had exactly its committed records
  * delivered.  A producer killed parked in a claim must be reported with
- * skipped covering that claim (plus a wrap's padding in front of it): on
- * MPSC all it claimed, on SPSC and LANES, where a claim is not announced,
- * up to the last byte it wrote of it (at least its header).
+ * skipped covering all it claimed (plus a wrap's padding in front of it),
+ * in every topology: each announces a claim before writing any of it.
  *
  * After each round: one death record per dead producer (its pid, never a
  * live or detached one's, after all its records, never twice), the poison
@@ -1171,19 +1170,16 @@ static void on_death(struct round *r, const struct lull_record *rec)
 			      " (capacity %zu)",
 			   i, d.skipped, c->capacity);
 	if (p->cfg->fate == F_KILL_CLAIM || p->cfg->fate == F_KILL_BATCH) {
-		bool mpsc = c->topo == T_MPSC;
 		uint64_t lo, hi;
 
 		bytes = atomic_load(&chans[i].parked_bytes);
 		/*
 		 * The bytes it claimed, plus the padding of a wrap in front
 		 * of them, if any (shorter than the record, or the batch,
-		 * that did not fit).  MPSC: that whole span (announced in
-		 * its slot).  A lane producer announces no claim: the
-		 * consumer skips up to the last byte it wrote, at least the
-		 * header the claim wrote (ring.h, struct lull_death).
+		 * that did not fit): the span it announced (in its slot on
+		 * MPSC, in its lane otherwise; ring.h, struct lull_death).
 		 */
-		lo = mpsc ? bytes : LULL_RECORD_HEADER_SIZE;
+		lo = bytes;
 		hi = bytes + (bytes > rec_space(REC_MAX) ? bytes
 							  : rec_space(REC_MAX)) -
 		     8;
