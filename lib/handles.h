@@ -93,6 +93,7 @@ struct lull_ring {
 	bool park_fenced;
 	bool streaming;       /* adaptive spin: records are streaming in */
 	uint32_t slip_ns;     /* the temporal slip (ring_read.c) */
+	bool slip_armed;      /* the last read was short: the next may slip */
 	uint64_t safety_ns;
 	int eventfd;          /* own eventfd for URING_EVENTFD, or -1 */
 	uint64_t eventfd_buf; /* where an io_uring read of it lands */

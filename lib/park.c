@@ -220,6 +220,7 @@ LULL_EXPORT int lull_ring_park_config(struct lull_ring *ring,
 	ring->spin_ns = cfg ? cfg->spin_ns : LULL_PARK_SPIN_DEFAULT_NS;
 	ring->streaming = false;
 	ring->slip_ns = 0;
+	ring->slip_armed = false;
 	ring->safety_ns = lull__safety_ns(cfg ? cfg->safety_timeout_ns : 0);
 	return 0;
 }

@@ -608,12 +608,13 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
  * it, and then reads the very line the producer is writing, a few records
  * per read: each such read costs the producer's next store a cache-line
  * round trip, and the stream runs at the line's pace (perf/README.md, "the
- * caught-up regime").  So after a read that found records but reached the
- * producers' end within LULL_SLIP_RUN_BYTES, the next read first lets them
- * run ahead, keeping the consumer's distance as FastForward's temporal
- * slipping does.  The slip doubles after each such short read and halves
- * after a longer one; a read that finds nothing (a trickle, an idle ring)
- * ends it, so it never delays a lone record.
+ * caught-up regime").  So after two reads in a row that found records but
+ * reached the producers' end within LULL_SLIP_RUN_BYTES, the next read
+ * first lets them run ahead, keeping the consumer's distance as
+ * FastForward's temporal slipping does.  The slip doubles after each such
+ * short read and halves after a longer one; a read that finds nothing (a
+ * trickle, an idle ring) ends it, so it never delays a lone record, nor
+ * the empty read after one.
  */
 static inline void slip_adapt(struct lull_ring *ring,
 			      const struct lane_read *rd, unsigned limit)
@@ -622,9 +623,15 @@ static inline void slip_adapt(struct lull_ring *ring,
 	bool short_run = rd->count && rd->count < limit && !rd->stopped &&
 			 rd->bytes < LULL_SLIP_RUN_BYTES;
 
-	if (likely(!slip && !short_run) ||
+	if (likely(!slip && !short_run && !ring->slip_armed) ||
 	    ring->spin_ns != LULL_PARK_SPIN_ADAPTIVE)
 		return;
+	if (short_run && !slip && !ring->slip_armed) {
+		/* One short read may be a lone record: wait for a second. */
+		ring->slip_armed = true;
+		return;
+	}
+	ring->slip_armed = false;
 	if (!rd->count)
 		slip = 0;
 	else if (short_run)

@@ -93,11 +93,18 @@ static uint32_t slip_of(const struct slip_fix *f)
 	return f->ring->slip_ns;
 }
 
-/* Short reads in a stream: 64 ns, doubled per read, kept at the bound. */
+/*
+ * Short reads in a stream: the first arms the slip, the second sets it to
+ * 64 ns, each one after doubles it, up to its bound.
+ */
 static void raise_to_bound(struct slip_fix *f)
 {
 	uint32_t want = LULL_SLIP_MIN_NS;
 
+	put(f, 3);
+	cr_assert_eq(take(f, 100, 0), 3);
+	cr_assert_eq(slip_of(f), 0, "one short read set the slip");
+	cr_assert(f->ring->slip_armed);
 	for (int i = 0; i < 10; i++) {
 		put(f, 3);
 		cr_assert_eq(take(f, 100, 0), 3);
@@ -135,13 +142,17 @@ Test(slip, a_read_that_finds_nothing_ends_it, .timeout = 10)
 		raise_to_bound(&f);
 		cr_assert_eq(take(&f, 100, 0), -EAGAIN);
 		cr_assert_eq(slip_of(&f), 0);
-		/* A lone record: its read does not hold back; the one after
-		 * it may, and ends the slip when it finds nothing. */
-		put(&f, 1);
-		cr_assert_eq(take(&f, 100, 0), 1);
-		cr_assert_eq(slip_of(&f), LULL_SLIP_MIN_NS);
-		cr_assert_eq(take(&f, 100, 0), -EAGAIN);
-		cr_assert_eq(slip_of(&f), 0);
+		cr_assert(!f.ring->slip_armed);
+		/* Lone records: neither their reads nor the empty read after
+		 * each holds back. */
+		for (int i = 0; i < 4; i++) {
+			put(&f, 1);
+			cr_assert_eq(take(&f, 100, 0), 1);
+			cr_assert_eq(slip_of(&f), 0);
+			cr_assert_eq(take(&f, 100, 0), -EAGAIN);
+			cr_assert_eq(slip_of(&f), 0);
+			cr_assert(!f.ring->slip_armed);
+		}
 	}
 }
 
@@ -172,6 +183,16 @@ Test(slip, a_long_run_halves_it, .timeout = 10)
 				     "a read cut by its limit halves it");
 		}
 		cr_assert_eq(slip_of(&f), 0);
+		/* Armed, then a long read: disarmed. */
+		put(&f, 3);
+		cr_assert_eq(take(&f, 100, 0), 3);
+		cr_assert(f.ring->slip_armed);
+		put(&f, 4);
+		cr_assert_eq(take(&f, 2, 0), 2);
+		cr_assert(!f.ring->slip_armed);
+		cr_assert_eq(take(&f, 100, 0), 2);
+		cr_assert(f.ring->slip_armed);
+		cr_assert_eq(slip_of(&f), 0);
 	}
 }
 
@@ -198,5 +219,6 @@ Test(slip, only_the_adaptive_spin_slips, .timeout = 10)
 		cfg.spin_ns = 0;
 		cr_assert_eq(lull_ring_park_config(f.ring, &cfg), 0);
 		cr_assert_eq(slip_of(&f), 0);
+		cr_assert(!f.ring->slip_armed);
 	}
 }
