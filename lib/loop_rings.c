@@ -156,6 +156,9 @@ static int attach(struct lull_loop *loop, struct lull_ring *ring,
 	}
 	loop->rings[loop->nrings++] = lr;
 	ring->loop = loop;
+	/* A loop's rings do not slip (ring_read.c): end one under way. */
+	ring->slip_ns = 0;
+	ring->slip_armed = false;
 	if (lr->watch && loop->running)
 		watch_arm(loop, lr->watch);
 	/* A stopping loop waits for every ring's end: this one's too. */

@@ -623,8 +623,12 @@ static inline void slip_adapt(struct lull_ring *ring,
 	bool short_run = rd->count && rd->count < limit && !rd->stopped &&
 			 rd->bytes < LULL_SLIP_RUN_BYTES;
 
+	/*
+	 * Not on a loop's ring: a pass reads each of its rings in turn, and
+	 * a pause per ring would hold up the others and the loop's I/O.
+	 */
 	if (likely(!slip && !short_run && !ring->slip_armed) ||
-	    ring->spin_ns != LULL_PARK_SPIN_ADAPTIVE)
+	    ring->spin_ns != LULL_PARK_SPIN_ADAPTIVE || ring->loop)
 		return;
 	if (short_run && !slip && !ring->slip_armed) {
 		/* One short read may be a lone record: wait for a second. */

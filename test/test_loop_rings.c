@@ -4,10 +4,12 @@
  * from producer threads in order, a wake-up for each record sent to a
  * sleeping loop, the batch limit, runs
  * (lull_loop_attach_items), detach and attach again, a handler that
- * detaches its own ring.
+ * detaches its own ring, rings on a loop never slip.
  * Run once per loop backend (LOOP_TEST); the fixture is loop_fix.h.
  */
 #include "loop_fix.h"
+
+#include "handles.h" /* the slip's state */
 
 /* --- records from producer threads ----------------------------------- */
 
@@ -610,3 +612,113 @@ LOOP_TEST(handler_can_detach_its_own_ring, .timeout = 10)
 	check_eq(lull_ring_destroy(d.ring), 0);
 }
 
+
+/* --- rings on a loop never slip -------------------------------------- */
+
+#define VOLLEYS 20u
+
+struct volley {
+	struct lull_loop *loop;
+	struct lull_ring *ring[2];
+	struct lull_producer *prod[2];
+	uint32_t seq;      /* the next record due, on either ring */
+	unsigned poisons;
+	int fail;          /* the first failure seen, for the test thread */
+	bool stopped;
+};
+
+struct volley_side {
+	struct volley *v;
+	unsigned me;
+};
+
+/*
+ * Each record, read from one ring, writes the next into the other: every
+ * read of either ring finds exactly one record, read after read, never an
+ * empty ring, which is what makes a ring read by lull_ring_read() slip
+ * (test_ring_slip.c).  On a loop a pass reads every ring in turn, so it
+ * must not: the handler finds its ring's slip never armed.
+ */
+static int volley_handler(const struct lull_record *record, void *ctx)
+{
+	struct volley_side *side = ctx;
+	struct volley *v = side->v;
+	struct lull_ring *ring = v->ring[side->me];
+	int ret;
+
+	if (is_poison(record)) {
+		v->poisons++;
+		return LULL_READ_CONTINUE;
+	}
+	if (v->fail)
+		return LULL_READ_CONTINUE;
+	if (rec_of(record).seq != v->seq)
+		v->fail = -EPROTO;
+	else if (ring->slip_armed || ring->slip_ns)
+		v->fail = -EBUSY;
+	else if (++v->seq < VOLLEYS) {
+		ret = write_rec(v->prod[!side->me], false, 0, v->seq);
+		if (ret)
+			v->fail = ret;
+	}
+	if ((v->fail || v->seq == VOLLEYS) && !v->stopped) {
+		v->stopped = true;
+		lull_loop_stop(v->loop);
+	}
+	return LULL_READ_CONTINUE;
+}
+
+LOOP_TEST(rings_on_a_loop_never_slip, .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct volley v = { 0 };
+	struct volley_side sides[2] = { { &v, 0 }, { &v, 1 } };
+
+	v.loop = loop_new(backend, 0);
+	for (unsigned i = 0; i < 2; i++) {
+		v.ring[i] = ring_new(LULL_RING_SPSC, 4096);
+		v.prod[i] = producer_new(v.ring[i]);
+		check_eq(lull_loop_attach(v.loop, v.ring[i], volley_handler,
+					  &sides[i], 64),
+			 0);
+	}
+	check_eq(write_rec(v.prod[0], false, 0, 0), 0);
+	run_loop(v.loop);
+	check(v.fail != -EBUSY, "a ring on the loop slipped at record %u",
+	      v.seq);
+	check_eq(v.fail, 0);
+	check_eq(v.seq, VOLLEYS);
+	check_eq(v.poisons, 2);
+	for (unsigned i = 0; i < 2; i++) {
+		check_ring_ended(v.loop, v.ring[i], v.prod[i], false);
+		check_eq(lull_producer_detach(v.prod[i]), 0);
+		check_eq(lull_ring_destroy(v.ring[i]), 0);
+	}
+	loop_free(v.loop);
+}
+
+/* A ring read by hand until it slips stops slipping once attached. */
+LOOP_TEST(attach_ends_a_slip_under_way, .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct lull_loop *loop = loop_new(backend, 0);
+	struct lull_ring *ring = ring_new(LULL_RING_SPSC, 4096);
+	struct lull_producer *prod = producer_new(ring);
+	struct seq_sink sink = { 0 };
+	uint32_t seq = 0;
+
+	for (int reads = 0; reads < 3; reads++) {
+		for (int i = 0; i < 2; i++)
+			check_eq(write_rec(prod, false, 0, seq++), 0);
+		check_eq(lull_ring_read(ring, seq_handler, &sink, 64), 2);
+	}
+	check_eq(sink.errors, 0);
+	check(ring->slip_ns != 0, "three short reads did not slip");
+	check_eq(lull_loop_attach(loop, ring, seq_handler, &sink, 64), 0);
+	check_eq(ring->slip_ns, 0);
+	check(!ring->slip_armed, "attached with the slip armed");
+	check_eq(lull_loop_detach(loop, ring), 0);
+	check_eq(lull_producer_detach(prod), 0);
+	loop_free(loop);
+	check_eq(lull_ring_destroy(ring), 0);
+}

@@ -83,7 +83,8 @@ enum lull_backend {
  * 4 us while the runs stay short, so that the producers are not made to
  * win back the line they are writing record after record.  A read that
  * finds nothing ends the slip: a lone record is never held back.  A fixed
- * spin_ns, or 0, turns the slip off.
+ * spin_ns, or 0, turns the slip off, and a ring attached to a loop never
+ * slips (a pause per ring would hold up the loop's other rings and I/O).
  */
 #define LULL_PARK_SPIN_ADAPTIVE UINT64_MAX
 #define LULL_PARK_ADAPTIVE_SPIN_NS (10ull * 1000)
