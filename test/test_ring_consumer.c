@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_ring_consumer.c - the Criterion suite of lull/ring.h: the consumer: read batches, handler results, peek/release, the
- * consumer role, and producers on their own threads.
+ * consumer role, producers on their own threads, and a long read giving
+ * space back every quarter lap.
  * The fixture (struct model, struct fix, TOPO_TEST) is ring_fix.h.
  */
 #include "ring_fix.h"
@@ -389,4 +390,197 @@ Test(spsc, producer_thread_delivers_in_order, .timeout = 10)
 Test(mpsc, producer_threads_deliver_in_order, .timeout = 10)
 {
 	threaded(&topo_mpsc, THREAD_PRODUCERS);
+}
+
+/* ========================================================================
+ * A long read gives its space back every quarter lap
+ */
+
+#define QUARTER_RING 4096u
+#define QUARTER_RECORD 16u /* header and an 8-byte payload */
+
+struct quarter {
+	struct lull_producer *prod;
+	unsigned flags;
+	uint64_t next_read;   /* the sequence number due */
+	uint64_t next_write;  /* the sequence number the next write takes */
+	unsigned handed;      /* records handed out in this read */
+	int first_room;       /* the first record during which a write
+				 went in, or -1 */
+	bool writing;         /* the handler writes */
+};
+
+static int quarter_write(struct quarter *q)
+{
+	int r = q->flags == LULL_RING_SPSC
+			? lull_spsc_write(q->prod, 1, &q->next_write, 8)
+			: lull_mpsc_write(q->prod, 1, &q->next_write, 8);
+
+	if (r == 0)
+		q->next_write++;
+	return r;
+}
+
+/* Each record checks its order, then tries to write one more record. */
+static int quarter_handler(const struct lull_record *rec, void *ctx)
+{
+	struct quarter *q = ctx;
+	uint64_t seq;
+	int r;
+
+	cr_assert_eq(rec->len, 8u);
+	memcpy(&seq, rec->data, sizeof(seq));
+	cr_assert_eq(seq, q->next_read, "record %llu where %llu was due",
+		     (unsigned long long)seq,
+		     (unsigned long long)q->next_read);
+	q->next_read++;
+	if (!q->writing)
+		return LULL_READ_CONTINUE;
+	r = quarter_write(q);
+	cr_assert(r == 0 || r == -EAGAIN, "write in the handler: %d", r);
+	if (r == 0 && q->first_room < 0)
+		q->first_room = (int)q->handed;
+	q->handed++;
+	return LULL_READ_CONTINUE;
+}
+
+/*
+ * A full lane read in one go: the head is published once a quarter lap
+ * was handed out (the handler returned from each record of it), so a
+ * producer that filled the lane writes again while the read goes on,
+ * and not before; what it writes comes after, in order, and the read
+ * goes on to it as the next read would.
+ */
+static void quarter_lap(unsigned flags)
+{
+	const unsigned quarter = QUARTER_RING / 4 / QUARTER_RECORD;
+	struct quarter q = { .flags = flags, .first_room = -1,
+			     .writing = true };
+	struct lull_ring *ring;
+	unsigned filled;
+	int r;
+
+	cr_assert_eq(lull_ring_create(&ring, QUARTER_RING, flags), 0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &q.prod), 0);
+	while ((r = quarter_write(&q)) == 0)
+		;
+	cr_assert_eq(r, -EAGAIN);
+	filled = (unsigned)q.next_write;
+	cr_assert_eq(filled, QUARTER_RING / QUARTER_RECORD,
+		     "0x%x: %u records fill it", flags, filled);
+	/* The lap; the read would go on to what the handler wrote. */
+	cr_assert_eq(lull_ring_read(ring, quarter_handler, &q, filled),
+		     (int)filled);
+	cr_assert_eq(q.first_room, (int)quarter,
+		     "0x%x: the first write during the read went in at record "
+		     "%d, not %u",
+		     flags, q.first_room, quarter);
+	/* Three quarters given back during the read, the last at its end. */
+	cr_assert_eq(q.next_write, filled + 3 * quarter);
+	q.writing = false;
+	cr_assert_eq(lull_ring_read(ring, quarter_handler, &q, 100000),
+		     (int)(3 * quarter));
+	expect_nothing(ring);
+	cr_assert_eq(lull_producer_detach(q.prod), 0);
+	expect_poison_by_peek(ring);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+Test(spsc, a_long_read_gives_space_back_every_quarter_lap, .timeout = 10)
+{
+	quarter_lap(LULL_RING_SPSC);
+}
+
+Test(mpsc, a_long_read_gives_space_back_every_quarter_lap, .timeout = 10)
+{
+	quarter_lap(LULL_RING_MPSC);
+	quarter_lap(LULL_RING_LANES(2));
+}
+
+/*
+ * After a give-back, the producer may write across where the read's lap
+ * began (no record ends there when the lane's head is not at 0): the read
+ * takes it as the next read would, intact and in order, not as corrupt.
+ * 24-byte records from offset 16: 170 of them fill all but 16 bytes, and
+ * the first written during the read spans offsets 4096 to 4120, across
+ * the lap's end at 4112.
+ */
+static int skewed_handler(const struct lull_record *rec, void *ctx)
+{
+	struct quarter *q = ctx;
+	uint64_t seq[2];
+	int r;
+
+	cr_assert_eq(rec->len, sizeof(seq));
+	memcpy(seq, rec->data, sizeof(seq));
+	cr_assert_eq(seq[0], q->next_read, "record %llu where %llu was due",
+		     (unsigned long long)seq[0],
+		     (unsigned long long)q->next_read);
+	cr_assert_eq(seq[1], ~seq[0]);
+	q->next_read++;
+	if (!q->writing)
+		return LULL_READ_CONTINUE;
+	seq[0] = q->next_write;
+	seq[1] = ~seq[0];
+	r = q->flags == LULL_RING_SPSC
+		    ? lull_spsc_write(q->prod, 1, seq, sizeof(seq))
+		    : lull_mpsc_write(q->prod, 1, seq, sizeof(seq));
+	cr_assert(r == 0 || r == -EAGAIN, "write in the handler: %d", r);
+	if (r == 0)
+		q->next_write++;
+	return LULL_READ_CONTINUE;
+}
+
+static void skewed_lap(unsigned flags)
+{
+	struct quarter q = { .flags = flags, .writing = false };
+	uint64_t seq[2] = { 0, ~0ull };
+	struct lull_ring *ring;
+	unsigned filled;
+	int r;
+
+	cr_assert_eq(lull_ring_create(&ring, QUARTER_RING, flags), 0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &q.prod), 0);
+	/* One 8-byte record read: the head is at 16. */
+	cr_assert_eq(quarter_write(&q), 0);
+	cr_assert_eq(lull_ring_read(ring, quarter_handler, &q, 10), 1);
+	q.next_read = q.next_write = 0;
+	for (;;) {
+		seq[0] = q.next_write;
+		seq[1] = ~seq[0];
+		r = flags == LULL_RING_SPSC
+			    ? lull_spsc_write(q.prod, 1, seq, sizeof(seq))
+			    : lull_mpsc_write(q.prod, 1, seq, sizeof(seq));
+		if (r)
+			break;
+		q.next_write++;
+	}
+	cr_assert_eq(r, -EAGAIN);
+	filled = (unsigned)q.next_write;
+	cr_assert_eq(filled, (QUARTER_RING - 16) / 24);
+	q.writing = true;
+	r = lull_ring_read(ring, skewed_handler, &q, 2 * filled);
+	cr_assert_eq(r, (int)(2 * filled), "0x%x: the read said %d", flags, r);
+	cr_assert_gt(q.next_write, 2 * filled, "0x%x: nothing written", flags);
+	q.writing = false;
+	while ((r = lull_ring_read(ring, skewed_handler, &q, 64)) > 0)
+		;
+	cr_assert_eq(r, -EAGAIN);
+	cr_assert_eq(q.next_read, q.next_write);
+	cr_assert_eq(lull_producer_detach(q.prod), 0);
+	expect_poison_by_peek(ring);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
+Test(spsc, a_record_across_the_lap_a_read_began_is_no_corruption,
+     .timeout = 10)
+{
+	skewed_lap(LULL_RING_SPSC);
+}
+
+Test(mpsc, a_record_across_the_lap_a_read_began_is_no_corruption,
+     .timeout = 10)
+{
+	skewed_lap(LULL_RING_MPSC);
+	skewed_lap(LULL_RING_LANES(2));
 }
