@@ -4,7 +4,7 @@
  *
  * The consumer walks records from its private head in each lane, hands
  * them out in place, and publishes the lane's new head once per batch
- * (and every quarter lap of a long one) with a release store.  Every topology publishes in band: a record is
+ * with a release store.  Every topology publishes in band: a record is
  * readable when its header's length reads positive (acquire), and one
  * that reads 0 is not written yet (region.h says who keeps it so: on the
  * MPSC lane, the consumer zeroing what it consumed before publishing
@@ -477,9 +477,7 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
 {
 	unsigned char *data = cur->data;
 	const uint64_t mask = ring->mask, head = cur->head;
-	uint64_t stop = walk_stop(ring, cur);
-	/* A long read gives its space back every quarter lap (below). */
-	const uint64_t give_back = (mask + 1) / 4;
+	const uint64_t stop = walk_stop(ring, cur);
 	const uint32_t max_record = ring->max_record;
 	struct lull_record_header *hdr;
 	struct lull_record rec;
@@ -591,19 +589,6 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
 		if (verdict != LULL_READ_CONTINUE) {
 			rd->stopped = true;
 			break;
-		}
-		/*
-		 * A read may go a whole lap: were the head published only at
-		 * its end, a producer that filled the lane would wait for all
-		 * of it, and the two would take turns instead of overlapping.
-		 * What the handler returned from is consumed: give it back,
-		 * and go on as the next read would, to a lap past the new
-		 * head (the producers may now write up to there, and a
-		 * record they write across the old stop is not corrupt).
-		 */
-		if (unlikely(pos - cur->head >= give_back)) {
-			lull__consume_to(ring, cur, pos);
-			stop = walk_stop(ring, cur);
 		}
 		if (unlikely(discarding) && !more)
 			break; /* the batch is whole: discard the rest */
