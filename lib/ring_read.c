@@ -609,7 +609,8 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
  * per read: each such read costs the producer's next store a cache-line
  * round trip, and the stream runs at the line's pace (perf/README.md, "the
  * caught-up regime").  So after two reads in a row that found records but
- * reached the producers' end within LULL_SLIP_RUN_BYTES, the next read
+ * reached the producers' end within LULL_SLIP_RUN_BYTES (or a quarter of
+ * a smaller lane, so that the producers never fill it), the next read
  * first lets them run ahead, keeping the consumer's distance as
  * FastForward's temporal slipping does.  The slip doubles after each such
  * short read and halves after a longer one; a read that finds nothing (a
@@ -620,8 +621,12 @@ static inline void slip_adapt(struct lull_ring *ring,
 			      const struct lane_read *rd, unsigned limit)
 {
 	uint32_t slip = ring->slip_ns;
+	/* A quarter lane at most: a slip must never fill the ring. */
+	uint64_t long_run = (ring->mask + 1) / 4 < LULL_SLIP_RUN_BYTES
+			       ? (ring->mask + 1) / 4
+			       : LULL_SLIP_RUN_BYTES;
 	bool short_run = rd->count && rd->count < limit && !rd->stopped &&
-			 rd->bytes < LULL_SLIP_RUN_BYTES;
+			 rd->bytes < long_run;
 
 	/*
 	 * Not on a loop's ring: a pass reads each of its rings in turn, and

@@ -29,6 +29,14 @@ struct slip_fix {
 	uint64_t written, read; /* sequence numbers, one per record */
 };
 
+static void slip_init_cap(struct slip_fix *f, unsigned flags, size_t cap)
+{
+	memset(f, 0, sizeof(*f));
+	f->flags = flags;
+	cr_assert_eq(lull_ring_create(&f->ring, cap, flags), 0);
+	cr_assert_eq(lull_producer_attach(f->ring, 0, &f->prod), 0);
+}
+
 static void slip_init(struct slip_fix *f, unsigned flags)
 {
 	memset(f, 0, sizeof(*f));
@@ -220,5 +228,31 @@ Test(slip, only_the_adaptive_spin_slips, .timeout = 10)
 		cr_assert_eq(lull_ring_park_config(f.ring, &cfg), 0);
 		cr_assert_eq(slip_of(&f), 0);
 		cr_assert(!f.ring->slip_armed);
+	}
+}
+
+/*
+ * On a lane smaller than four runs, a quarter of it is a long run: what
+ * the producers write during a slip must never fill the ring.
+ */
+Test(slip, a_quarter_of_a_small_ring_is_a_long_run, .timeout = 10)
+{
+	const size_t cap = 4096;
+	const unsigned quarter = cap / 4 / SLIP_RECORD;
+	struct slip_fix f;
+
+	for (unsigned t = 0; t < sizeof(topologies) / sizeof(*topologies);
+	     t++) {
+		slip_init_cap(&f, topologies[t], cap);
+		raise_to_bound(&f);
+		put(&f, quarter - 1);
+		cr_assert_eq(take(&f, 1000, 0) + 0u, quarter - 1);
+		cr_assert_eq(slip_of(&f), LULL_SLIP_MAX_NS,
+			     "a run under a quarter is short");
+		put(&f, quarter);
+		cr_assert_eq(take(&f, 1000, 0) + 0u, quarter);
+		cr_assert_eq(slip_of(&f), LULL_SLIP_MAX_NS / 2,
+			     "a quarter of the ring is a long run");
+		slip_fini(&f);
 	}
 }
