@@ -285,10 +285,10 @@ bool lull__park_finish(struct lull_ring *ring, bool timed_out);
  * The temporal slip of the reads (ring_read.c), with the adaptive spin
  * only: after two reads in a row that found records but reached the
  * producers' end within LULL_SLIP_RUN_BYTES (a quarter of a smaller lane)
- * of where they began, the next
- * read first holds back, from LULL_SLIP_MIN_NS doubling up to LULL_SLIP_MAX_NS, the most it
- * delays a record.  16 KiB: a run whose last line still costs a round
- * trip or two must be long for them to vanish in it (perf/README.md).
+ * of where they began, the next read first holds back, from
+ * LULL_SLIP_MIN_NS doubling up to LULL_SLIP_MAX_NS, the most it delays a
+ * record.  16 KiB: a run whose last line still costs a round trip or two
+ * must be long for them to vanish in it (perf/README.md).
  */
 #define LULL_SLIP_RUN_BYTES (16u * 1024)
 #define LULL_SLIP_MIN_NS 64u

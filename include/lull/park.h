@@ -79,9 +79,10 @@ enum lull_backend {
  * With it, and only with it, the reads also keep their distance from a
  * producer they caught up with (the temporal slip): after two reads in a
  * row that found records but reached the producers' end within a short
- * run (16 KiB, or a quarter of a smaller ring), the next lull_ring_read() first holds back, 64 ns doubling up to
- * 4 us while the runs stay short, so that the producers are not made to
- * win back the line they are writing record after record.  A read that
+ * run (16 KiB, or a quarter of a smaller ring), the next lull_ring_read()
+ * first holds back, 64 ns doubling up to 4 us while the runs stay short,
+ * so that the producers are not made to win back the line they are
+ * writing record after record.  A read that
  * finds nothing ends the slip: a lone record is never held back.  A fixed
  * spin_ns, or 0, turns the slip off, and a ring attached to a loop never
  * slips (a pause per ring would hold up the loop's other rings and I/O).
