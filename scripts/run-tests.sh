@@ -42,6 +42,9 @@ stress_options() {
 		--deadline 60 ;;
 	test:plain:stress_shutdown) echo --rounds 1000 ;;
 	test:plain:stress_kill) echo --rounds 600 ;;
+	test:plain:stress_slip) echo --records 2M ;;
+	test:tsan:stress_slip) echo --records 200K ;;
+	check:tsan:stress_slip) echo --records "${TSAN_RECORDS_SLIP:-2M}" ;;
 	test:tsan:stress_kill) echo --rounds 300 ;;
 	check:tsan:stress_kill) echo --rounds "${TSAN_ROUNDS_KILL:-2000}" ;;
 	test:tsan:stress_ring) echo --records 300000 ;;
