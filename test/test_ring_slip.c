@@ -4,8 +4,9 @@
  * (ring_read.c): which reads make the next one hold back, for how long, and
  * which end it, read from the consumer handle's state (handles.h), never
  * timed.  That a read which holds back still hands out every record, in
- * order, is what every other ring suite and the stress runs check with the
- * slip on; here each read's records are counted and checked in sequence.
+ * order, is what every other ring suite checks with the slip on, and
+ * test/stress/stress_slip.c under load; here each read's records are
+ * counted and checked in sequence.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -39,10 +40,7 @@ static void slip_init_cap(struct slip_fix *f, unsigned flags, size_t cap)
 
 static void slip_init(struct slip_fix *f, unsigned flags)
 {
-	memset(f, 0, sizeof(*f));
-	f->flags = flags;
-	cr_assert_eq(lull_ring_create(&f->ring, SLIP_CAPACITY, flags), 0);
-	cr_assert_eq(lull_producer_attach(f->ring, 0, &f->prod), 0);
+	slip_init_cap(f, flags, SLIP_CAPACITY);
 }
 
 static void slip_fini(struct slip_fix *f)
