@@ -132,6 +132,7 @@ static int on_record(const struct lull_record *rec, void *ctx)
 			 ledger_why(&run->ledger));
 		return LULL_READ_STOP;
 	}
+	/* Relaxed: a count for the watchdog's thread, ordering nothing. */
 	atomic_fetch_add_explicit(&run->received, 1, memory_order_relaxed);
 	return LULL_READ_CONTINUE;
 }
