@@ -295,6 +295,13 @@ bool lull__park_finish(struct lull_ring *ring, bool timed_out);
 #define LULL_SLIP_MAX_NS 4096u
 
 /*
+ * The smallest lap in which a read of a one-lane ring ends a quarter lap
+ * past the head, to give the producer its space back (give_back_at() in
+ * ring_read.c): four of the slip's long reads.
+ */
+#define LULL_GIVE_BACK_MIN_LAP (4 * LULL_SLIP_RUN_BYTES)
+
+/*
  * How long a consumer whose opt-in safety net fired lets an in-flight
  * producer claim the wake-up before counting a lost one.
  */

@@ -47,6 +47,32 @@ static inline uint64_t walk_stop(const struct lull_ring *ring,
 }
 
 /*
+ * Where a read of a one-lane ring stops starting records, once it handed
+ * one out: a quarter lap past the head.  A read publishes the head only
+ * at its end, and with a limit that holds a lap of records, a producer
+ * that filled the ring would wait for the whole lap to be read, then the
+ * consumer for the producer to write again: the two would take turns
+ * instead of running side by side.  Reads that end every quarter lap let
+ * the producer refill what was read while the consumer reads the rest.
+ * A ring of several lanes has that already (a lane's producer writes
+ * while the consumer reads the other lanes), and there it costs:
+ * producers that find their lane full less often yield less, and when
+ * they outnumber the CPUs the consumer gets less of one (perf/README.md).
+ * Only in laps of LULL_GIVE_BACK_MIN_LAP and more, where a lap takes long
+ * enough to read for the wait to tell; there a quarter lap is at least
+ * the slip's long read, so a read that ends here never starts a slip.
+ */
+static inline uint64_t give_back_at(const struct lull_ring *ring,
+				    const struct lull_cursor *cur)
+{
+	uint64_t lap = ring->mask + 1;
+
+	return ring->lanes == 1 && lap >= LULL_GIVE_BACK_MIN_LAP
+		       ? cur->head + lap / 4
+		       : cur->head + lap;
+}
+
+/*
  * The bytes a committed record at @pos occupies, @length (its length
  * field, LULL_LENGTH_BATCH_MORE masked off, > 0) rounded up to 8, or 0
  * when no producer could have written this header, in a lane whose walk
@@ -470,6 +496,10 @@ struct lane_read {
  * its own first record again) or, closing, the final tail (nothing is
  * published past it): the walk never passes either, since no producer
  * writes more than a lap ahead of the head.
+ *
+ * In a large ring of one lane it also starts no record past a quarter lap
+ * from the head once it handed one out (give_back_at()), so that a long
+ * read gives its space back as it goes.
  */
 static inline __attribute__((always_inline)) int
 read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
@@ -478,6 +508,7 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
 	unsigned char *data = cur->data;
 	const uint64_t mask = ring->mask, head = cur->head;
 	const uint64_t stop = walk_stop(ring, cur);
+	const uint64_t give_back = give_back_at(ring, cur);
 	const uint32_t max_record = ring->max_record;
 	struct lull_record_header *hdr;
 	struct lull_record rec;
@@ -490,7 +521,8 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
 	int verdict, ret = 0;
 	bool handed = false, more = false;
 
-	while (count < limit && pos != stop) {
+	while (count < limit && pos != stop &&
+	       (!handed || (int64_t)(give_back - pos) > 0)) {
 		hdr = lull__header_at(data, mask, pos);
 		/*
 		 * Pairs with the producer's release store of a positive
