@@ -48,7 +48,7 @@ static inline uint64_t walk_stop(const struct lull_ring *ring,
 
 /*
  * Where a read of a one-lane ring stops starting records, once it handed
- * one out: a quarter lap past the head.  A read publishes the head only
+ * one out: a quarter lap past the head, or @stop if that comes first.  A read publishes the head only
  * at its end, and with a limit that holds a lap of records, a producer
  * that filled the ring would wait for the whole lap to be read, then the
  * consumer for the producer to write again: the two would take turns
@@ -63,13 +63,15 @@ static inline uint64_t walk_stop(const struct lull_ring *ring,
  * the slip's long read, so a read that ends here never starts a slip.
  */
 static inline uint64_t give_back_at(const struct lull_ring *ring,
-				    const struct lull_cursor *cur)
+				    const struct lull_cursor *cur,
+				    uint64_t stop)
 {
-	uint64_t lap = ring->mask + 1;
+	uint64_t lap = ring->mask + 1, at = cur->head + lap / 4;
 
-	return ring->lanes == 1 && lap >= LULL_GIVE_BACK_MIN_LAP
-		       ? cur->head + lap / 4
-		       : cur->head + lap;
+	if (ring->lanes != 1 || lap < LULL_GIVE_BACK_MIN_LAP ||
+	    (int64_t)(at - stop) >= 0)
+		return stop;
+	return at;
 }
 
 /*
@@ -508,7 +510,8 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
 	unsigned char *data = cur->data;
 	const uint64_t mask = ring->mask, head = cur->head;
 	const uint64_t stop = walk_stop(ring, cur);
-	const uint64_t give_back = give_back_at(ring, cur);
+	/* Where the walk starts no more records: stop, or the give-back. */
+	uint64_t walk_end = give_back_at(ring, cur, stop);
 	const uint32_t max_record = ring->max_record;
 	struct lull_record_header *hdr;
 	struct lull_record rec;
@@ -521,8 +524,8 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
 	int verdict, ret = 0;
 	bool handed = false, more = false;
 
-	while (count < limit && pos != stop &&
-	       (!handed || (int64_t)(give_back - pos) > 0)) {
+again:
+	while (count < limit && (int64_t)(walk_end - pos) > 0) {
 		hdr = lull__header_at(data, mask, pos);
 		/*
 		 * Pairs with the producer's release store of a positive
@@ -624,6 +627,16 @@ read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
 		}
 		if (unlikely(discarding) && !more)
 			break; /* the batch is whole: discard the rest */
+	}
+	/*
+	 * Paddings alone took the walk past the give-back: walk on, so that
+	 * a read with a record committed hands it out.  Out of the loop, so
+	 * that a ring without the give-back tests one bound per record.
+	 */
+	if (unlikely(!handed && walk_end != stop && !ret && !rd->stopped &&
+		     count < limit && (int64_t)(pos - walk_end) >= 0)) {
+		walk_end = stop;
+		goto again;
 	}
 	rd->count = count;
 	rd->bytes += pos - head;
