@@ -48,11 +48,11 @@ static inline uint64_t walk_stop(const struct lull_ring *ring,
 
 /*
  * Where a read of a one-lane ring stops starting records, once it handed
- * one out: a quarter lap past the head, or @stop if that comes first.  A read publishes the head only
- * at its end, and with a limit that holds a lap of records, a producer
- * that filled the ring would wait for the whole lap to be read, then the
- * consumer for the producer to write again: the two would take turns
- * instead of running side by side.  Reads that end every quarter lap let
+ * one out: a quarter lap past the head, or @stop if that comes first.  A
+ * read publishes the head only at its end, and with a limit that holds a
+ * lap of records, a producer that filled the ring would wait for the
+ * whole lap to be read, then the consumer for the producer to write
+ * again: the two would take turns instead of running side by side.  Reads that end every quarter lap let
  * the producer refill what was read while the consumer reads the rest.
  * A ring of several lanes has that already (a lane's producer writes
  * while the consumer reads the other lanes), and there it costs:
