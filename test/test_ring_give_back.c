@@ -156,6 +156,55 @@ Test(give_back, one_lane_lanes_ring_reads_end_every_quarter_lap)
 	gives_back_every_quarter(LULL_RING_LANES(1), LULL_GIVE_BACK_MIN_LAP);
 }
 
+/*
+ * Arrays of GB_ITEMS records, each packed into one record (an 8-byte
+ * array header, then the items): the read hands out their items one by
+ * one and ends after the array that reaches the quarter lap.
+ */
+#define GB_ITEMS 32u
+#define GB_ARRAY ((LULL_RECORD_HEADER_SIZE + 8 + GB_ITEMS * GB_PAYLOAD + 7) / 8 * 8)
+
+static void arrays_give_back(unsigned flags)
+{
+	uint64_t items[GB_ITEMS];
+	unsigned arrays = 0, quarter;
+	struct gb_fix f;
+	int r;
+
+	gb_init(&f, flags, LULL_GIVE_BACK_MIN_LAP);
+	for (;;) {
+		for (unsigned i = 0; i < GB_ITEMS; i++)
+			items[i] = f.written + i;
+		r = flags == LULL_RING_MPSC
+			    ? lull_mpsc_write_array(f.prod, 1, items,
+						    GB_PAYLOAD, GB_ITEMS)
+			    : lull_spsc_write_array(f.prod, 1, items,
+						    GB_PAYLOAD, GB_ITEMS);
+		if (r)
+			break;
+		f.written += GB_ITEMS;
+		arrays++;
+	}
+	cr_assert_eq(r, -EAGAIN);
+	quarter = (LULL_GIVE_BACK_MIN_LAP / 4 + GB_ARRAY - 1) / GB_ARRAY;
+	cr_assert_gt(arrays, quarter);
+	r = take(&f);
+	cr_assert_eq(r, (int)(quarter * GB_ITEMS),
+		     "the first read took %d items, not the %u arrays' %u", r,
+		     quarter, quarter * GB_ITEMS);
+	while ((r = take(&f)) > 0)
+		;
+	cr_assert_eq(r, -EAGAIN);
+	cr_assert_eq(f.read, f.written);
+	gb_fini(&f);
+}
+
+Test(give_back, arrays_end_a_read_at_the_quarter_too)
+{
+	arrays_give_back(LULL_RING_SPSC);
+	arrays_give_back(LULL_RING_MPSC);
+}
+
 /* A full ring whose read takes the whole lap at once. */
 static void reads_whole_lap(unsigned flags, size_t cap)
 {
