@@ -636,7 +636,7 @@ struct volley_side {
  * Each record, read from one ring, writes the next into the other: every
  * read of either ring finds exactly one record, read after read, never an
  * empty ring, which is what makes a ring read by lull_ring_read() slip
- * (test_ring_slip.c).  On a loop a pass reads every ring in turn, so it
+ * (test_ring_pacing.c).  On a loop a pass reads every ring in turn, so it
  * must not: the handler finds its ring's slip never armed.
  */
 static int volley_handler(const struct lull_record *record, void *ctx)
