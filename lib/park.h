@@ -296,7 +296,7 @@ bool lull__park_finish(struct lull_ring *ring, bool timed_out);
 
 /*
  * The smallest lap in which a read of a one-lane ring ends a quarter lap
- * past the head, to give the producer its space back (give_back_at() in
+ * past the head, to give the producer its space back (gives_back() in
  * ring_read.c): four of the slip's long reads.
  */
 #define LULL_GIVE_BACK_MIN_LAP (4 * LULL_SLIP_RUN_BYTES)

@@ -493,9 +493,9 @@ struct lane_read {
  * published past it): the walk never passes either, since no producer
  * writes more than a lap ahead of the head.
  *
- * In a large ring of one lane it also starts no record past a quarter lap
- * from the head once it handed one out (gives_back()), so that a long
- * read gives its space back as it goes.
+ * In a large ring of one lane (@giving_back, gives_back()) it also ends
+ * after the record that reaches a quarter lap past the head, so that a
+ * long read gives its space back as it goes.
  */
 static inline __attribute__((always_inline)) int
 read_lane(struct lull_ring *ring, struct lull_cursor *cur, struct handler h,
