@@ -336,9 +336,9 @@ static void model_read_expect(struct model *m, struct lull_ring *ring,
 /*
  * How many of the queued records a read of up to @limit hands out from
  * the consumer's position @head: all of them, up to the limit, but in a
- * lap of LULL_GIVE_BACK_MIN_LAP or more the read starts no record a
- * quarter lap past @head once it handed one (give_back_at() in
- * ring_read.c).  The items of an array come with it.
+ * lap of LULL_GIVE_BACK_MIN_LAP or more the read ends after the record
+ * that reaches a quarter lap past @head (gives_back() in ring_read.c).
+ * An array's items are one record: the read ends after its last.
  */
 static unsigned model_read_count(const struct model *m, unsigned limit,
 				 uint64_t head)
@@ -350,7 +350,7 @@ static unsigned model_read_count(const struct model *m, unsigned limit,
 		e = &m->q[(m->qhead + n) % MODEL_QUEUE];
 		if (prev && e->pos != prev->pos &&
 		    m->cap >= LULL_GIVE_BACK_MIN_LAP &&
-		    e->pos - head >= m->cap / 4)
+		    prev->end - head >= m->cap / 4)
 			break;
 		prev = e;
 	}

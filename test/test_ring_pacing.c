@@ -10,8 +10,8 @@
  * test/stress/stress_slip.c under load.
  *
  * The give-back: a read of a ring of one lane with a lap of
- * LULL_GIVE_BACK_MIN_LAP or more starts no record a quarter lap past its
- * head once it handed one, so that the producer refills what was read
+ * LULL_GIVE_BACK_MIN_LAP or more ends after the record that reaches a
+ * quarter lap past its head, so that the producer refills what was read
  * while the consumer reads the rest; rings of several lanes and small
  * rings read whole laps.  What the producer can write after a read is the
  * space the read gave back.  The model of ring_fix.h holds every other
@@ -304,7 +304,7 @@ static unsigned quarter_records(size_t cap)
 }
 
 /*
- * A full ring of one lane: each read ends at the first record past a
+ * A full ring of one lane: each read ends after the record that reaches a
  * quarter lap, and the producer can write as many records again at once.
  * The head starts at 0, and every record takes PACE_RECORD bytes until the
  * lap's end, where a padding may take the rest: the first read's count is
@@ -409,6 +409,28 @@ Test(give_back, arrays_end_a_read_at_the_quarter_too)
 {
 	arrays_give_back(LULL_RING_SPSC);
 	arrays_give_back(LULL_RING_MPSC);
+}
+
+/*
+ * The test comes after each record handed out: a padding (an aborted MPSC
+ * claim) from below the quarter to past it does not end the read, the
+ * record behind it does.
+ */
+Test(give_back, a_read_ends_after_the_record_that_reaches_the_quarter)
+{
+	unsigned below = LULL_GIVE_BACK_MIN_LAP / 4 / PACE_RECORD - 1;
+	struct pace_fix f;
+	void *data;
+
+	pace_init_cap(&f, LULL_RING_MPSC, LULL_GIVE_BACK_MIN_LAP);
+	put(&f, below); /* they end a record short of the quarter */
+	cr_assert_eq(lull_mpsc_claim(f.prod, 1, 4 * PACE_RECORD, &data), 0);
+	cr_assert_eq(lull_mpsc_abort(f.prod), 0);
+	put(&f, 2);
+	cr_assert_eq(take_all(&f), (int)below + 1);
+	cr_assert_eq(take_all(&f), 1);
+	cr_assert_eq(take_all(&f), -EAGAIN);
+	pace_fini(&f);
 }
 
 /* A full ring whose read takes the whole lap at once. */
