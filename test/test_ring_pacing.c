@@ -344,19 +344,20 @@ static void gives_back_every_quarter(unsigned flags, size_t cap)
 	pace_fini(&f);
 }
 
-Test(give_back, spsc_reads_end_every_quarter_lap)
+Test(give_back, spsc_reads_end_every_quarter_lap, .timeout = 10)
 {
 	gives_back_every_quarter(LULL_RING_SPSC, LULL_GIVE_BACK_MIN_LAP);
 	gives_back_every_quarter(LULL_RING_SPSC, 1u << 20);
 }
 
-Test(give_back, mpsc_reads_end_every_quarter_lap)
+Test(give_back, mpsc_reads_end_every_quarter_lap, .timeout = 10)
 {
 	gives_back_every_quarter(LULL_RING_MPSC, LULL_GIVE_BACK_MIN_LAP);
 	gives_back_every_quarter(LULL_RING_MPSC, 1u << 20);
 }
 
-Test(give_back, one_lane_lanes_ring_reads_end_every_quarter_lap)
+Test(give_back, one_lane_lanes_ring_reads_end_every_quarter_lap,
+     .timeout = 10)
 {
 	gives_back_every_quarter(LULL_RING_LANES(1), LULL_GIVE_BACK_MIN_LAP);
 }
@@ -405,7 +406,7 @@ static void arrays_give_back(unsigned flags)
 	pace_fini(&f);
 }
 
-Test(give_back, arrays_end_a_read_at_the_quarter_too)
+Test(give_back, arrays_end_a_read_at_the_quarter_too, .timeout = 10)
 {
 	arrays_give_back(LULL_RING_SPSC);
 	arrays_give_back(LULL_RING_MPSC);
@@ -416,7 +417,8 @@ Test(give_back, arrays_end_a_read_at_the_quarter_too)
  * claim) from below the quarter to past it does not end the read, the
  * record behind it does.
  */
-Test(give_back, a_read_ends_after_the_record_that_reaches_the_quarter)
+Test(give_back, a_read_ends_after_the_record_that_reaches_the_quarter,
+     .timeout = 10)
 {
 	unsigned below = LULL_GIVE_BACK_MIN_LAP / 4 / PACE_RECORD - 1;
 	struct pace_fix f;
@@ -447,7 +449,7 @@ static void reads_whole_lap(unsigned flags, size_t cap)
 	pace_fini(&f);
 }
 
-Test(give_back, small_rings_read_whole_laps)
+Test(give_back, small_rings_read_whole_laps, .timeout = 10)
 {
 	reads_whole_lap(LULL_RING_SPSC, LULL_GIVE_BACK_MIN_LAP / 2);
 	reads_whole_lap(LULL_RING_MPSC, LULL_GIVE_BACK_MIN_LAP / 2);
@@ -457,7 +459,7 @@ Test(give_back, small_rings_read_whole_laps)
  * Several lanes: the others are read while one lane's producer writes, so
  * a lane is read a lap at a time (one producer here, in lane 0).
  */
-Test(give_back, lanes_rings_read_whole_laps)
+Test(give_back, lanes_rings_read_whole_laps, .timeout = 10)
 {
 	reads_whole_lap(LULL_RING_LANES(2), LULL_GIVE_BACK_MIN_LAP);
 }
@@ -468,7 +470,7 @@ Test(give_back, lanes_rings_read_whole_laps)
  * read would say "empty" with a record committed (and its caller park).
  * A record is an eighth of the lap at most: three of the largest make it.
  */
-Test(give_back, paddings_past_the_quarter_never_end_a_read_empty)
+Test(give_back, paddings_past_the_quarter_never_end_a_read_empty, .timeout = 10)
 {
 	struct pace_fix f;
 	ssize_t max;
