@@ -220,7 +220,10 @@ struct loop_backend {
 	bool (*ring_detached)(struct lull_loop *loop, struct loop_ring *lr);
 	/*
 	 * First in a pass: start what is queued, and complete what is done,
-	 * without sleeping.  Returns true when something completed.
+	 * without sleeping.  Returns true when a completion ran the user's
+	 * code (a callback, a timer, a signal), which may have queued more;
+	 * a ring's wake-up alone is not that, since the pass drains every
+	 * ring next.
 	 */
 	bool (*reap)(struct lull_loop *loop);
 	/*

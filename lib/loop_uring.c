@@ -253,7 +253,13 @@ static bool uring_ring_detached(struct lull_loop *loop, struct loop_ring *lr)
 	return true;
 }
 
-static void uring_dispatch(struct lull_loop *loop, uint64_t user_data,
+/*
+ * One completion.  Returns true when it ran the user's code (an op's
+ * callback, a timer's, a signal's), which may have queued more: the pass
+ * must go on.  A ring's futex wait and the kick read run none: the pass
+ * that reaped them drains every ring next anyway.
+ */
+static bool uring_dispatch(struct lull_loop *loop, uint64_t user_data,
 			   int res, uint32_t flags)
 {
 	struct loop_uring *u = uring_of(loop);
@@ -262,7 +268,7 @@ static void uring_dispatch(struct lull_loop *loop, uint64_t user_data,
 	switch (user_data & TAG_MASK) {
 	case TAG_OP:
 		lull__loop_op_complete(loop, ptr, res, flags);
-		break;
+		return true;
 	case TAG_RING: {
 		struct loop_ring *lr = ptr;
 
@@ -276,11 +282,12 @@ static void uring_dispatch(struct lull_loop *loop, uint64_t user_data,
 			*link = lr->next_detached;
 			free(lr);
 		}
-		break;
+		return false;
 	}
 	case TAG_KICK:
+		/* A stop is seen at the next pass's start, or by the park. */
 		u->kick_armed = false;
-		break;
+		return false;
 	case TAG_TIMER: {
 		struct lull_loop_timer *timer = ptr;
 
@@ -290,22 +297,24 @@ static void uring_dispatch(struct lull_loop *loop, uint64_t user_data,
 			timer->armed = false;
 			lull__loop_timer_gone(loop, timer); /* removed */
 		}
-		break;
+		return true;
 	}
 	case TAG_SIGNAL:
 		u->sig_armed = false;
 		if (res == (int)sizeof(u->sigbuf))
 			lull__loop_signal(loop, (int)u->sigbuf.ssi_signo);
-		break;
+		return true;
 	default:
-		break;
+		return false;
 	}
 }
 
 /*
  * Reap every CQE there is.  They are copied out and the CQ advanced before
  * any callback runs, since a callback may submit, and an SQE that
- * completes inline posts its CQE right away.
+ * completes inline posts its CQE right away.  True when one ran the
+ * user's code; a wake-up alone is not more to do, so a loop woken by a
+ * record takes one pass, not two, before it parks again.
  */
 static bool uring_reap(struct lull_loop *loop)
 {
@@ -316,7 +325,8 @@ static bool uring_reap(struct lull_loop *loop)
 		int res;
 		uint32_t flags;
 	} done[LOOP_CQE_BATCH];
-	unsigned n, total = 0;
+	bool ran_user_code = false;
+	unsigned n;
 
 	do {
 		n = io_uring_peek_batch_cqe(&u->uring, cqes, LOOP_CQE_BATCH);
@@ -327,11 +337,11 @@ static bool uring_reap(struct lull_loop *loop)
 		}
 		io_uring_cq_advance(&u->uring, n);
 		for (unsigned i = 0; i < n; i++)
-			uring_dispatch(loop, done[i].user_data, done[i].res,
-				       done[i].flags);
-		total += n;
+			ran_user_code |= uring_dispatch(loop, done[i].user_data,
+							done[i].res,
+							done[i].flags);
 	} while (n == LOOP_CQE_BATCH);
-	return total > 0;
+	return ran_user_code;
 }
 
 /* Keep one read of @fd in flight into @buf, tagged @tag. */

@@ -111,6 +111,104 @@ LOOP_TEST(idle_loop_sleeps_in_one_park_without_waking, .timeout = 10)
 }
 
 /* ========================================================================
+ * A wake-up: one pass, then the park
+ */
+
+#define WAKE_ROUNDS 20u
+
+struct wakes {
+	struct lull_loop *loop;
+	struct lull_producer *prod;
+	pid_t loop_tid;
+	_Atomic unsigned seen;
+	struct lull_loop_stats st[WAKE_ROUNDS];
+	bool slept;
+	int write_ret;
+	unsigned poisons;
+};
+
+/* Record k: the loop's counters as its handler finds them. */
+static int wakes_handler(const struct lull_record *record, void *ctx)
+{
+	struct wakes *d = ctx;
+	unsigned n = atomic_load(&d->seen);
+
+	if (record->type < 1) {
+		if (is_poison(record) && n == WAKE_ROUNDS)
+			d->poisons++;
+		else
+			d->write_ret = -EPROTO;
+		return LULL_READ_CONTINUE;
+	}
+	if (n < WAKE_ROUNDS)
+		lull_loop_stats(d->loop, &d->st[n]);
+	if (n + 1 == WAKE_ROUNDS)
+		lull_loop_stop(d->loop);
+	atomic_store_explicit(&d->seen, n + 1, memory_order_release);
+	return LULL_READ_CONTINUE;
+}
+
+/* Each record only once the loop sleeps: every one is a wake-up. */
+static void *wakes_producer(void *arg)
+{
+	struct wakes *d = arg;
+
+	d->slept = true;
+	for (unsigned k = 0; k < WAKE_ROUNDS; k++) {
+		if (!wait_at_least(&d->seen, k) ||
+		    !wait_sleeping(d->loop_tid)) {
+			d->slept = false;
+			lull_loop_stop(d->loop);
+			return NULL;
+		}
+		d->write_ret = write_rec(d->prod, false, 0, k);
+		if (d->write_ret) {
+			lull_loop_stop(d->loop);
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A loop woken by a record hands it out, takes one pass that finds nothing
+ * more, and parks again: its own wake-up is not work that asks for a
+ * second pass (it made two on io_uring, reaping the wake's completion).
+ */
+LOOP_TEST(a_wake_up_by_one_record_costs_one_pass, .timeout = 10)
+{
+	enum lull_backend backend = use_backend(backendp);
+	struct wakes d = { .loop_tid = thread_id() };
+	struct lull_ring *ring;
+	pthread_t producer;
+	uint64_t passes, parks;
+
+	d.loop = loop_new(backend, 0);
+	ring = ring_new(LULL_RING_SPSC, 4096);
+	d.prod = producer_new(ring);
+	check_eq(lull_loop_attach(d.loop, ring, wakes_handler, &d, 0), 0);
+	check_eq(pthread_create(&producer, NULL, wakes_producer, &d), 0);
+	run_loop(d.loop);
+	join_within(producer, 8000, "a producer thread");
+	check(d.slept, "the loop's thread never went to sleep");
+	check_eq(d.write_ret, 0);
+	check_eq(atomic_load(&d.seen), WAKE_ROUNDS);
+	check_eq(d.poisons, 1);
+
+	/* From the second wake-up on (the first park sets up the rest). */
+	passes = d.st[WAKE_ROUNDS - 1].iterations - d.st[1].iterations;
+	parks = d.st[WAKE_ROUNDS - 1].parks - d.st[1].parks;
+	check_eq(parks, WAKE_ROUNDS - 2);
+	check(passes <= WAKE_ROUNDS - 2 + 1,
+	      "%llu passes for %u wake-ups: more than one each",
+	      (unsigned long long)passes, WAKE_ROUNDS - 2);
+
+	check_eq(lull_producer_detach(d.prod), 0);
+	loop_free(d.loop);
+	check_eq(lull_ring_destroy(ring), 0);
+}
+
+/* ========================================================================
  * Counters
  */
 
