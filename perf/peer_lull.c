@@ -442,10 +442,19 @@ lull_send_batch(struct producer *p, struct config *cfg, unsigned char *msg,
 	int r;
 
 	if (payload != 8) {
-		/* msg has room for a batch (producer_main(), throughput.c) */
-		for (i = 0; i < n; i++)
-			memcpy(msg + i * payload, &values[i],
-			       payload < 8 ? payload : 8);
+		/*
+		 * msg has room for a batch (producer_main(), throughput.c).
+		 * One 8-byte store per item, as the slot rings' tp_item_set():
+		 * a copy of a length known only at run time costs a branchy
+		 * sequence per item, about a fifth of the producer's time at
+		 * 64 bytes on one CPU.
+		 */
+		if (payload > 8)
+			for (i = 0; i < n; i++)
+				memcpy(msg + i * payload, &values[i], 8);
+		else
+			for (i = 0; i < n; i++)
+				memcpy(msg + i * payload, &values[i], payload);
 		items = msg;
 	}
 	for (;;) {
