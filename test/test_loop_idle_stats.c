@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_loop_idle_stats.c - the Criterion suite loop: an idle loop sleeps in
- * one park without waking, and the counters of delivered records and
- * completions.
+ * one park without waking, a loop woken by a record takes one pass before
+ * it parks again, and the counters of delivered records and completions.
  * Run once per loop backend (LOOP_TEST); the fixture is loop_fix.h.
  */
 #include "loop_fix.h"
@@ -20,7 +20,8 @@ struct idle {
 	struct rusage ru[2];
 	struct lull_loop_stats st[2];
 	bool slept;
-	int write_ret;
+	int write_ret;      /* the producer thread's */
+	int handler_error;  /* the loop thread's */
 	unsigned poisons;
 };
 
@@ -39,7 +40,7 @@ static int idle_handler(const struct lull_record *record, void *ctx)
 		if (is_poison(record) && n == 3)
 			d->poisons++;
 		else
-			d->write_ret = -EPROTO;
+			d->handler_error = -EPROTO;
 		return LULL_READ_CONTINUE;
 	}
 	if (n == 1 || n == 2) {
@@ -91,6 +92,7 @@ LOOP_TEST(idle_loop_sleeps_in_one_park_without_waking, .timeout = 10)
 	join_within(producer, 8000, "a producer thread");
 	check(d.slept, "the loop's thread never went to sleep");
 	check_eq(d.write_ret, 0);
+	check_eq(d.handler_error, 0);
 	check_eq(atomic_load(&d.seen), 3);
 	check_eq(d.poisons, 1);
 
@@ -123,7 +125,8 @@ struct wakes {
 	_Atomic unsigned seen;
 	struct lull_loop_stats st[WAKE_ROUNDS];
 	bool slept;
-	int write_ret;
+	int write_ret;      /* the producer thread's */
+	int handler_error;  /* the loop thread's */
 	unsigned poisons;
 };
 
@@ -137,7 +140,7 @@ static int wakes_handler(const struct lull_record *record, void *ctx)
 		if (is_poison(record) && n == WAKE_ROUNDS)
 			d->poisons++;
 		else
-			d->write_ret = -EPROTO;
+			d->handler_error = -EPROTO;
 		return LULL_READ_CONTINUE;
 	}
 	if (n < WAKE_ROUNDS)
@@ -192,6 +195,7 @@ LOOP_TEST(a_wake_up_by_one_record_costs_one_pass, .timeout = 10)
 	join_within(producer, 8000, "a producer thread");
 	check(d.slept, "the loop's thread never went to sleep");
 	check_eq(d.write_ret, 0);
+	check_eq(d.handler_error, 0);
 	check_eq(atomic_load(&d.seen), WAKE_ROUNDS);
 	check_eq(d.poisons, 1);
 
