@@ -8,66 +8,125 @@
 #include "loop_fix.h"
 
 /* ========================================================================
- * Idle: a parked loop stays parked
+ * A loop fed one record at a time
  */
 
-struct idle {
+#define WOKEN_MAX 20u
+
+/*
+ * A producer thread writes @records records, each when it chooses; the
+ * loop's handler keeps the loop's counters and its thread's rusage as each
+ * one arrives, and stops the loop after the last.
+ */
+struct woken {
 	struct lull_loop *loop;
 	struct lull_ring *ring;
 	struct lull_producer *prod;
 	pid_t loop_tid;
+	unsigned records;
 	_Atomic unsigned seen;
-	struct rusage ru[2];
-	struct lull_loop_stats st[2];
+	struct rusage ru[WOKEN_MAX];
+	struct lull_loop_stats st[WOKEN_MAX];
 	bool slept;
 	int write_ret;      /* the producer thread's */
 	int handler_error;  /* the loop thread's */
 	unsigned poisons;
 };
 
-/*
- * Records 0, 1 and 2: the measured idle period lies between 1 and 2, so
- * that the first park (which sets up what later parks reuse, one more
- * context switch on io_uring) is not part of it.
- */
-static int idle_handler(const struct lull_record *record, void *ctx)
+static int woken_handler(const struct lull_record *record, void *ctx)
 {
-	struct idle *d = ctx;
+	struct woken *d = ctx;
 	unsigned n = atomic_load(&d->seen);
 
-	/* The stop's poison: after the three records. */
-	if (record->type < 1) {
-		if (is_poison(record) && n == 3)
+	/* The stop's poison: after every record. */
+	if (record->type < 1 || n >= d->records) {
+		if (is_poison(record) && n == d->records)
 			d->poisons++;
 		else
 			d->handler_error = -EPROTO;
 		return LULL_READ_CONTINUE;
 	}
-	if (n == 1 || n == 2) {
-		getrusage(RUSAGE_THREAD, &d->ru[n - 1]);
-		lull_loop_stats(d->loop, &d->st[n - 1]);
-	}
-	if (n == 2)
+	getrusage(RUSAGE_THREAD, &d->ru[n]);
+	lull_loop_stats(d->loop, &d->st[n]);
+	if (n + 1 == d->records)
 		lull_loop_stop(d->loop);
 	atomic_store_explicit(&d->seen, n + 1, memory_order_release);
 	return LULL_READ_CONTINUE;
 }
 
-static void *idle_producer(void *arg)
+/* Record @k, once the loop handled the one before and sleeps again. */
+static bool woken_write_when_asleep(struct woken *d, unsigned k)
 {
-	const struct timespec idle_time = { .tv_sec = 1 };
-	struct idle *d = arg;
-
-	/* A first park and wake-up... */
-	d->slept = wait_at_least(&d->seen, 1) && wait_sleeping(d->loop_tid);
-	d->write_ret = write_rec(d->prod, false, 0, 1);
+	d->slept = wait_at_least(&d->seen, k) && wait_sleeping(d->loop_tid);
+	if (d->slept)
+		d->write_ret = write_rec(d->prod, false, 0, k);
 	if (!d->slept || d->write_ret) {
 		/* The test fails on these; end the run so that it says why. */
 		lull_loop_stop(d->loop);
-		return NULL;
+		return false;
 	}
+	return true;
+}
+
+/*
+ * Run a loop on @backend that @producer feeds (record 0 is written before,
+ * if @first_before), and check how it ended.
+ */
+static void woken_run(struct woken *d, enum lull_backend backend,
+		      uint64_t safety_ns, unsigned records, bool first_before,
+		      void *(*producer)(void *))
+{
+	pthread_t thread;
+
+	d->loop_tid = thread_id();
+	d->records = records;
+	d->slept = true;
+	d->loop = loop_new(backend, safety_ns);
+	d->ring = ring_new(LULL_RING_SPSC, 4096);
+	d->prod = producer_new(d->ring);
+	check_eq(lull_loop_attach(d->loop, d->ring, woken_handler, d, 0), 0);
+	if (first_before)
+		check_eq(write_rec(d->prod, false, 0, 0), 0);
+	check_eq(pthread_create(&thread, NULL, producer, d), 0);
+	run_loop(d->loop);
+	join_within(thread, 8000, "a producer thread");
+	check(d->slept, "the loop's thread never went to sleep");
+	check_eq(d->write_ret, 0);
+	check_eq(d->handler_error, 0);
+	check_eq(atomic_load(&d->seen), records);
+	check_eq(d->poisons, 1);
+}
+
+static void woken_free(struct woken *d)
+{
+	check_eq(lull_producer_detach(d->prod), 0);
+	loop_free(d->loop);
+	check_eq(lull_ring_destroy(d->ring), 0);
+}
+
+/* ========================================================================
+ * Idle: a parked loop stays parked
+ */
+
+/*
+ * Records 0, 1 and 2: the measured idle period lies between 1 and 2, so
+ * that the first park (which sets up what later parks reuse, one more
+ * context switch on io_uring) is not part of it.
+ */
+static void *idle_producer(void *arg)
+{
+	const struct timespec idle_time = { .tv_sec = 1 };
+	struct woken *d = arg;
+
+	/* A first park and wake-up... */
+	if (!woken_write_when_asleep(d, 1))
+		return NULL;
 	/* ...then the one measured. */
 	d->slept = wait_at_least(&d->seen, 2) && wait_sleeping(d->loop_tid);
+	if (!d->slept) {
+		lull_loop_stop(d->loop);
+		return NULL;
+	}
 	/* The idle period itself: nothing to synchronize here. */
 	nanosleep(&idle_time, NULL);
 	d->write_ret = write_rec(d->prod, false, 0, 2);
@@ -77,99 +136,37 @@ static void *idle_producer(void *arg)
 LOOP_TEST(idle_loop_sleeps_in_one_park_without_waking, .timeout = 10)
 {
 	enum lull_backend backend = use_backend(backendp);
-	struct idle d = { .loop_tid = thread_id() };
+	struct woken d = { 0 };
 	struct lull_ring_stats rs;
-	pthread_t producer;
 	long csw;
 
-	d.loop = loop_new(backend, 10 * SEC);
-	d.ring = ring_new(LULL_RING_SPSC, 4096);
-	d.prod = producer_new(d.ring);
-	check_eq(lull_loop_attach(d.loop, d.ring, idle_handler, &d, 0), 0);
-	check_eq(write_rec(d.prod, false, 0, 0), 0);
-	check_eq(pthread_create(&producer, NULL, idle_producer, &d), 0);
-	run_loop(d.loop);
-	join_within(producer, 8000, "a producer thread");
-	check(d.slept, "the loop's thread never went to sleep");
-	check_eq(d.write_ret, 0);
-	check_eq(d.handler_error, 0);
-	check_eq(atomic_load(&d.seen), 3);
-	check_eq(d.poisons, 1);
+	woken_run(&d, backend, 10 * SEC, 3, true, idle_producer);
 
 	/* Across 1 s of idle: one park, its wake-up, nothing else. */
-	check_op(d.st[1].parks - d.st[0].parks, <=, 1);
-	check_op(d.st[1].iterations - d.st[0].iterations, <=, 3);
-	check_eq(d.st[1].safety_timeouts - d.st[0].safety_timeouts, 0);
-	csw = d.ru[1].ru_nvcsw - d.ru[0].ru_nvcsw;
+	check_op(d.st[2].parks - d.st[1].parks, <=, 1);
+	check_op(d.st[2].iterations - d.st[1].iterations, <=, 3);
+	check_eq(d.st[2].safety_timeouts - d.st[1].safety_timeouts, 0);
+	csw = d.ru[2].ru_nvcsw - d.ru[1].ru_nvcsw;
 	check(csw <= 2, "%ld voluntary context switches in 1 s of idle", csw);
 	check_eq(lull_ring_stats(d.ring, &rs), 0);
 	check_eq(rs.safety_timeouts, 0);
 	check_eq(rs.idle_timeouts, 0);
 	check_op(rs.wakes, <=, 2);
-
-	check_eq(lull_producer_detach(d.prod), 0);
-	loop_free(d.loop);
-	check_eq(lull_ring_destroy(d.ring), 0);
+	woken_free(&d);
 }
 
 /* ========================================================================
  * A wake-up: one pass, then the park
  */
 
-#define WAKE_ROUNDS 20u
-
-struct wakes {
-	struct lull_loop *loop;
-	struct lull_producer *prod;
-	pid_t loop_tid;
-	_Atomic unsigned seen;
-	struct lull_loop_stats st[WAKE_ROUNDS];
-	bool slept;
-	int write_ret;      /* the producer thread's */
-	int handler_error;  /* the loop thread's */
-	unsigned poisons;
-};
-
-/* Record k: the loop's counters as its handler finds them. */
-static int wakes_handler(const struct lull_record *record, void *ctx)
-{
-	struct wakes *d = ctx;
-	unsigned n = atomic_load(&d->seen);
-
-	if (record->type < 1) {
-		if (is_poison(record) && n == WAKE_ROUNDS)
-			d->poisons++;
-		else
-			d->handler_error = -EPROTO;
-		return LULL_READ_CONTINUE;
-	}
-	if (n < WAKE_ROUNDS)
-		lull_loop_stats(d->loop, &d->st[n]);
-	if (n + 1 == WAKE_ROUNDS)
-		lull_loop_stop(d->loop);
-	atomic_store_explicit(&d->seen, n + 1, memory_order_release);
-	return LULL_READ_CONTINUE;
-}
-
 /* Each record only once the loop sleeps: every one is a wake-up. */
 static void *wakes_producer(void *arg)
 {
-	struct wakes *d = arg;
+	struct woken *d = arg;
 
-	d->slept = true;
-	for (unsigned k = 0; k < WAKE_ROUNDS; k++) {
-		if (!wait_at_least(&d->seen, k) ||
-		    !wait_sleeping(d->loop_tid)) {
-			d->slept = false;
-			lull_loop_stop(d->loop);
-			return NULL;
-		}
-		d->write_ret = write_rec(d->prod, false, 0, k);
-		if (d->write_ret) {
-			lull_loop_stop(d->loop);
-			return NULL;
-		}
-	}
+	for (unsigned k = 0; k < WOKEN_MAX; k++)
+		if (!woken_write_when_asleep(d, k))
+			break;
 	return NULL;
 }
 
@@ -181,35 +178,20 @@ static void *wakes_producer(void *arg)
 LOOP_TEST(a_wake_up_by_one_record_costs_one_pass, .timeout = 10)
 {
 	enum lull_backend backend = use_backend(backendp);
-	struct wakes d = { .loop_tid = thread_id() };
-	struct lull_ring *ring;
-	pthread_t producer;
+	const unsigned last = WOKEN_MAX - 1;
+	struct woken d = { 0 };
 	uint64_t passes, parks;
 
-	d.loop = loop_new(backend, 0);
-	ring = ring_new(LULL_RING_SPSC, 4096);
-	d.prod = producer_new(ring);
-	check_eq(lull_loop_attach(d.loop, ring, wakes_handler, &d, 0), 0);
-	check_eq(pthread_create(&producer, NULL, wakes_producer, &d), 0);
-	run_loop(d.loop);
-	join_within(producer, 8000, "a producer thread");
-	check(d.slept, "the loop's thread never went to sleep");
-	check_eq(d.write_ret, 0);
-	check_eq(d.handler_error, 0);
-	check_eq(atomic_load(&d.seen), WAKE_ROUNDS);
-	check_eq(d.poisons, 1);
+	woken_run(&d, backend, 0, WOKEN_MAX, false, wakes_producer);
 
 	/* From the second wake-up on (the first park sets up the rest). */
-	passes = d.st[WAKE_ROUNDS - 1].iterations - d.st[1].iterations;
-	parks = d.st[WAKE_ROUNDS - 1].parks - d.st[1].parks;
-	check_eq(parks, WAKE_ROUNDS - 2);
-	check(passes <= WAKE_ROUNDS - 2 + 1,
+	passes = d.st[last].iterations - d.st[1].iterations;
+	parks = d.st[last].parks - d.st[1].parks;
+	check_eq(parks, last - 1);
+	check(passes <= last - 1 + 1,
 	      "%llu passes for %u wake-ups: more than one each",
-	      (unsigned long long)passes, WAKE_ROUNDS - 2);
-
-	check_eq(lull_producer_detach(d.prod), 0);
-	loop_free(d.loop);
-	check_eq(lull_ring_destroy(ring), 0);
+	      (unsigned long long)passes, last - 1);
+	woken_free(&d);
 }
 
 /* ========================================================================
