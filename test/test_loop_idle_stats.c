@@ -78,6 +78,7 @@ static void woken_run(struct woken *d, enum lull_backend backend,
 {
 	pthread_t thread;
 
+	check_op(records, <=, WOKEN_MAX);
 	d->loop_tid = thread_id();
 	d->records = records;
 	d->slept = true;
