@@ -47,8 +47,8 @@ static inline uint64_t walk_stop(const struct lull_ring *ring,
 }
 
 /*
- * Whether a read of @ring stops starting records a quarter lap past the
- * head, once it handed one out (the give-back, read_lane()).  A read
+ * Whether a read of @ring ends after the record that reaches a quarter lap
+ * past the head (the give-back, read_lane()).  A read
  * publishes the head only at its end, and with a limit that holds a lap
  * of records, a producer that filled the ring would wait for the whole
  * lap to be read, then the consumer for the producer to write again: the

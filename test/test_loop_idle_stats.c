@@ -50,6 +50,7 @@ static int woken_handler(const struct lull_record *record, void *ctx)
 	lull_loop_stats(d->loop, &d->st[n]);
 	if (n + 1 == d->records)
 		lull_loop_stop(d->loop);
+	/* Pairs with wait_at_least()'s acquire: st[n] and ru[n] are kept. */
 	atomic_store_explicit(&d->seen, n + 1, memory_order_release);
 	return LULL_READ_CONTINUE;
 }

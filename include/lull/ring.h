@@ -625,8 +625,9 @@ int lull_mpsc_write_array(struct lull_producer *prod, int32_t type,
  * Stops early at a record that is claimed but not yet committed, or when @fn
  * returns LULL_READ_STOP or LULL_READ_KEEP; and on a ring of one lane of
  * 64 KiB or more, after the record that reaches a quarter of the capacity
- * past where the read began (freeing that space for the producers).  Must not be mixed with an
- * outstanding lull_ring_peek().  The consumer's thread only.
+ * past where the read began (freeing that space for the producers).  Must
+ * not be mixed with an outstanding lull_ring_peek().  The consumer's thread
+ * only.
  * Returns the number of records consumed (>= 1, or 0 when @fn kept the
  * first one), or -EAGAIN (no committed record), -EPIPE (shut down and the
  * poison record already consumed, or lull_ring_close() called), -EINVAL
