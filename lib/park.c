@@ -159,12 +159,21 @@ int lull__park_begin(struct lull_ring *ring, uint32_t how)
 
 bool lull__park_end(struct lull_ring *ring)
 {
+	_Atomic(uint32_t) *park = &ring->region->park;
+
 	/*
-	 * Relaxed: we only need to know whether a producer's CAS got here
-	 * first; our reads of the ring after this are ordered by their own
-	 * acquires.
+	 * Relaxed, both: we only need to know whether a producer's CAS got
+	 * here first; our reads of the ring after this are ordered by their
+	 * own acquires.  A producer that woke us left the word AWAKE, and
+	 * only we change it from AWAKE, so then the load says it all and the
+	 * exchange, a locked instruction, is skipped.  The load cannot see
+	 * AWAKE while our own announce is still unwritten: it would read
+	 * that store, so skipping leaves nothing of ours undrained.
 	 */
-	return atomic_exchange_explicit(&ring->region->park, LULL_PARK_AWAKE,
+	if (atomic_load_explicit(park, memory_order_relaxed) ==
+	    LULL_PARK_AWAKE)
+		return false;
+	return atomic_exchange_explicit(park, LULL_PARK_AWAKE,
 					memory_order_relaxed) !=
 	       LULL_PARK_AWAKE;
 }

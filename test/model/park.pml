@@ -387,7 +387,13 @@ inline membarrier()
 	i = 0
 }
 
-/* lull__park_end(): exchange the word to AWAKE. */
+/*
+ * lull__park_end(): exchange the word to AWAKE.  The C first loads it and
+ * skips the exchange when it reads AWAKE; that read forwards our own
+ * buffered announce if there is one, so it skips only with csb empty and
+ * the word AWAKE, where the steps below change nothing: one model covers
+ * both.
+ */
 inline park_end()
 {
 	drain_consumer();
