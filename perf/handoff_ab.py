@@ -9,7 +9,11 @@ invocation's objects, and prints per mechanism and build the medians over
 the rounds of the pooled p50, the p99 and the consumer's CPU per message
 (us), the median of the per-round ratios of each lull backend's p50 to
 its own floor measured in the same invocation, and the ratio of the
-second build's p50 median to the first's.
+second build's p50 median to the first's.  A lull mechanism run with the
+fence park barrier (--barrier ...,fence) is listed apart, as NAME+fence.
+Then, per build, the median (and range) of the per-round ratios of lull's
+default (the mechanism "lull") to each event-loop peer in the file, at p50
+and p99 (below 1: lull faster).
 
 Usage: perf/handoff_ab.py FILE...
 """
@@ -27,11 +31,22 @@ FLOORS = {
     "lull-epoll": "epoll-floor",
 }
 
+# What a user would pick instead of lull's default loop.
+PEERS = ("msg-ring", "moodycamel-blocking", "uv-async")
+
+
+def mechanism_of(obj):
+    """The mechanism's name, with +fence where lull's park fenced."""
+    name = obj["mechanism"]
+    if name.startswith("lull") and obj.get("park_barrier") == "fence":
+        name += "+fence"
+    return name
+
 
 def read_rounds(path):
     """[(build, {mechanism: result})] in the file's order."""
     return ab_rounds.read_rounds(
-        [path], lambda obj: (obj["mechanism"], obj)
+        [path], lambda obj: (mechanism_of(obj), obj)
         if "mechanism" in obj else None)
 
 
@@ -40,11 +55,29 @@ def median_of(rounds, build, mech, key, scale):
     return statistics.median(vals) if vals else None
 
 
+def round_ratios(rounds, build, mech, other, key):
+    return [r[mech][key] / r[other][key] for b, r in rounds
+            if b == build and mech in r and other in r and r[other][key]]
+
+
 def floor_ratio(rounds, build, mech):
-    floor = FLOORS.get(mech)
-    vals = [r[mech]["p50_ns"] / r[floor]["p50_ns"] for b, r in rounds
-            if b == build and mech in r and floor in r and r[floor]["p50_ns"]]
+    floor = FLOORS.get(mech.split("+")[0])
+    vals = round_ratios(rounds, build, mech, floor, "p50_ns")
     return statistics.median(vals) if vals else None
+
+
+def print_peers(rounds, builds):
+    for b in builds:
+        for peer in PEERS:
+            parts = []
+            for key in ("p50_ns", "p99_ns"):
+                vals = round_ratios(rounds, b, "lull", peer, key)
+                if vals:
+                    parts.append("%s %.2fx (%.2f-%.2f)" % (
+                        key[:3], statistics.median(vals), min(vals),
+                        max(vals)))
+            if parts:
+                print("  %s lull / %s: %s" % (b, peer, ", ".join(parts)))
 
 
 def summarize(path):
@@ -54,14 +87,14 @@ def summarize(path):
     counts = {b: sum(1 for x, _ in rounds if x == b) for b in builds}
     print("%s: %s" % (path, ", ".join("%s %d rounds" % (b, counts[b])
                                        for b in builds)))
-    head = "%-20s" % "mechanism"
+    head = "%-24s" % "mechanism"
     for b in builds:
         head += " | %-31s" % (b + ": p50 / p99, CPU, floor")
     if len(builds) == 2:
         head += " | p50 %s/%s" % (builds[1], builds[0])
     print(head)
     for m in mechs:
-        line = "%-20s" % m
+        line = "%-24s" % m
         p50s = []
         for b in builds:
             p50 = median_of(rounds, b, m, "p50_ns", 1000.0)
@@ -78,6 +111,7 @@ def summarize(path):
         if len(builds) == 2 and all(p50s):
             line += " | %.3f" % (p50s[1] / p50s[0])
         print(line)
+    print_peers(rounds, builds)
 
 
 def main(argv):
