@@ -4,9 +4,10 @@
  * lines where the CPU has 64-byte vector stores (AVX-512), else libc's
  * memcpy.
  *
- * A record's payload starts 8 bytes into a line, after its header, and
- * libc's memcpy stores a copy of up to 512 bytes in unaligned vectors, so
- * that every store of a 512-byte payload is split across two lines.
+ * A payload starts where its record's 8-byte header ends, on a line
+ * boundary one time in eight, and libc's memcpy stores a copy of up to
+ * 512 bytes in unaligned vectors from both ends: the other seven times
+ * every store of a 512-byte payload is split across two lines.
  * While the consumer keeps up, each line a write stores to must first come
  * back from the consumer's cache, and the stores wait for it in the store
  * buffer, in order: with one aligned store per line, fewer of them hold

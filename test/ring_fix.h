@@ -586,8 +586,10 @@ static uint8_t payload_buf[(1u << 24) / 8 + 64];
 static int put(const struct topo *t, struct lull_producer *prod,
 	       enum method how, int32_t type, size_t len, uint32_t seed)
 {
-	/* Writes copy from every alignment in turn: lull's copy of a large
-	 * payload aligns its stores, not its loads (lib/copy.c). */
+	/*
+	 * Writes copy from every alignment in turn: lull's copy of a large
+	 * payload aligns its stores, not its loads (lib/copy.c).
+	 */
 	uint8_t *src = payload_buf + seed % 64;
 	struct iovec iov[4];
 	void *dst = NULL;
