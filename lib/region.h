@@ -301,7 +301,8 @@ struct lull_slot {
 };
 
 static_assert(sizeof(struct lull_slot) == 64, "slot layout");
-#define LULL_SLOTS_SIZE ((uint64_t)LULL_PRODUCER_SLOTS * sizeof(struct lull_slot))
+#define LULL_SLOTS_SIZE \
+	((uint64_t)LULL_PRODUCER_SLOTS * sizeof(struct lull_slot))
 
 /*
  * A record header in the data area.  length is the header plus the payload

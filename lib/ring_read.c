@@ -21,8 +21,8 @@
  * have written anything anywhere.  Every header is checked before a
  * record is handed out or skipped (record_size()), and so is every tail a
  * shutdown reads; the first thing that no producer could have written
- * makes the ring fatal (lull__ring_corrupt(), shutdown.c): -EPROTO once, then the
- * poison record, then -EPIPE.
+ * makes the ring fatal (lull__ring_corrupt(), shutdown.c): -EPROTO once,
+ * then the poison record, then -EPIPE.
  */
 #include <ck_pr.h>
 #include <string.h>

@@ -27,8 +27,8 @@
  * thread before the first run.  On io_uring (Linux 6.1+) the first run
  * binds the loop to its thread: lull_loop_run() from another thread later
  * fails with -EEXIST when it first parks (before that it may already have
- * run handlers: run a loop on one thread only).  Callbacks run on the loop's thread and may
- * call any lull_loop_* function.
+ * run handlers: run a loop on one thread only).  Callbacks run on the
+ * loop's thread and may call any lull_loop_* function.
  *
  * The io_uring is created with IORING_SETUP_SINGLE_ISSUER and
  * IORING_SETUP_DEFER_TASKRUN where the kernel has them (plain otherwise),

@@ -313,10 +313,11 @@ int lull_ring_create(struct lull_ring **ringp, size_t capacity,
 
 /*
  * Lay out a new region in caller memory @mem of @size bytes (at least
- * lull_ring_region_size_for(capacity, flags), 128-byte aligned; the caller keeps
- * ownership and must keep it alive until every handle on it is destroyed)
- * and return a handle holding the consumer role.  Any previous content is
- * overwritten: call it once per region, then lull_ring_open() from others.
+ * lull_ring_region_size_for(capacity, flags), 128-byte aligned; the caller
+ * keeps ownership and must keep it alive until every handle on it is
+ * destroyed) and return a handle holding the consumer role.  Any previous
+ * content is overwritten: call it once per region, then lull_ring_open()
+ * from others.
  * Any thread.  Returns 0 and sets *ringp, or -EINVAL, -ENOMEM.
  */
 int lull_ring_create_in(struct lull_ring **ringp, void *mem, size_t size,
@@ -465,7 +466,8 @@ ssize_t lull_ring_max_payload(const struct lull_ring *ring);
 /*
  * Attach a producer to the ring.  On an SPSC ring only one producer may be
  * attached at a time, on a LANES ring one per lane (a detached producer's
- * lane goes to the next one to attach, which goes on where it stopped).  The producer is then used by one thread at a time.
+ * lane goes to the next one to attach, which goes on where it stopped).
+ * The producer is then used by one thread at a time.
  * With LULL_PRODUCER_THREAD it is bound to the calling thread: when that
  * thread ends by any path (return from its start routine, pthread_exit(),
  * pthread_cancel()) the producer detaches by itself, aborting a claim it
@@ -538,8 +540,8 @@ int lull_ring_close(struct lull_ring *ring);
  * NULL @data, negative or too many iov entries, an MPSC producer; commit or
  * abort with no claim), -EMSGSIZE (@len above lull_ring_max_payload()),
  * -EAGAIN (not enough free space now; nothing was written), -EBUSY (a
- * write or a claim while a claim is outstanding), -EPIPE (write or claim after a shutdown;
- * a claim taken before it may still commit or abort).
+ * write or a claim while a claim is outstanding), -EPIPE (write or claim
+ * after a shutdown; a claim taken before it may still commit or abort).
  */
 int lull_spsc_write(struct lull_producer *prod, int32_t type,
 		    const void *data, size_t len);
