@@ -119,18 +119,26 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 }
 
 /*
+ * Payloads from LULL_PREFETCH_NEXT_MIN to LULL_PREFETCH_NEXT_MAX bytes:
+ * where mpsc_prefetch_next() measured faster (perf/README.md, "The shared
+ * tail's claim waits for the stores before it").  Below, 32- and 64-byte
+ * records with four producers lost up to a tenth; above, it did nothing.
+ */
+#define LULL_PREFETCH_NEXT_MIN 96u
+#define LULL_PREFETCH_NEXT_MAX 2048u
+
+/*
  * Fetch the lines that a next record as long as ours, right after it,
  * would take, if the head we know of says they are free.  A claim's locked
  * CAS waits until every store before it is done, and each store of the
  * record before waits for its line to come from the consumer, which last
  * zeroed it: fetched now, the lines are here or on their way by the next
- * claim.  Only for records whose payload the line copy takes (256 bytes
- * to 2 KiB): at 512 bytes the CAS held three quarters of a producer's
- * time, and this made the shared-tail ring 1.2x to 1.3x faster with 1 to
- * 8 producers (perf/README.md, "The shared tail's claim waits for the
- * stores before it").  A read prefetch: PREFETCHW was no faster.  A hint
- * only, never a fault; space not yet free is left alone, since pulling a
- * line the consumer is still reading would slow both.
+ * claim.  At 512 bytes the CAS held three quarters of a producer's time,
+ * and this made the shared-tail ring 1.2x to 1.3x faster with 1 to 8
+ * producers, 1.4x to 1.5x at 128 and 192 bytes.  A read prefetch:
+ * PREFETCHW was no faster.  A hint only, never a fault; space not yet
+ * free is left alone, since pulling a line the consumer is still reading
+ * would slow both.
  */
 static inline void mpsc_prefetch_next(const struct lull_producer *prod,
 				      uint64_t next, uint32_t length)
@@ -138,8 +146,8 @@ static inline void mpsc_prefetch_next(const struct lull_producer *prod,
 	const int64_t cap = (int64_t)(prod->mask + 1);
 	uint64_t end = next + length;
 
-	if (length < LULL_RECORD_HEADER_SIZE + LULL_COPY_LINES_MIN ||
-	    length > LULL_RECORD_HEADER_SIZE + LULL_COPY_LINES_MAX ||
+	if (length < LULL_RECORD_HEADER_SIZE + LULL_PREFETCH_NEXT_MIN ||
+	    length > LULL_RECORD_HEADER_SIZE + LULL_PREFETCH_NEXT_MAX ||
 	    (int64_t)(end - prod->head_cache) > cap)
 		return;
 	for (uint64_t at = next & ~(uint64_t)63; at < end; at += 64)
