@@ -135,7 +135,7 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
  * zeroed it: fetched now, the lines are here or on their way by the next
  * claim.  At 512 bytes the CAS held three quarters of a producer's time,
  * and this made the shared-tail ring 1.2x to 1.3x faster with 1 to 8
- * producers, 1.4x to 1.5x at 128 and 192 bytes.  A read prefetch:
+ * producers, 1.3x to 1.5x at 128 and 192 bytes.  A read prefetch:
  * PREFETCHW was no faster.  A hint only, never a fault; space not yet
  * free is left alone, since pulling a line the consumer is still reading
  * would slow both.
