@@ -399,6 +399,8 @@ int lull__watch_sleep(struct lull_ring *ring, uint32_t how, uint64_t slice);
 bool lull__watch_pending(const struct lull_ring *ring);
 /* Is a dead producer's claim or lane still to recover? */
 bool lull__watch_recovering(const struct lull_ring *ring);
+/* Is a death notice queued, due or not?  The end waits for it. */
+bool lull__watch_notice_queued(const struct lull_ring *ring);
 /* Hand out a due death notice as a record: 1, or 0 when none is due. */
 int lull__watch_notice(struct lull_ring *ring, struct lull_record *rec);
 /* The notice handed out by lull__watch_notice() was consumed. */

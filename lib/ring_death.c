@@ -934,6 +934,11 @@ bool lull__watch_recovering(const struct lull_ring *ring)
 	return ring->watch && ring->watch->dead;
 }
 
+bool lull__watch_notice_queued(const struct lull_ring *ring)
+{
+	return ring->watch && ring->watch->notices;
+}
+
 int lull__watch_notice(struct lull_ring *ring, struct lull_record *rec)
 {
 	struct lull_watch *w = ring->watch;

@@ -402,6 +402,18 @@ static __attribute__((noinline)) int closure_next(struct lull_ring *ring,
 				return 0;
 		}
 		/*
+		 * A shared region's death notices come before the end.  A
+		 * notice is due once the head passes where its producer
+		 * died, and a read walking nothing but paddings (aborted
+		 * claims) may take the head there and on to the end with
+		 * nothing to hand out.  Each queued notice is due now
+		 * (closing is DRAIN); the reads hand it out before asking
+		 * again (read_shared(), next_any()).
+		 */
+		if (unlikely(ring->flags & LULL_REGION_SHARED) &&
+		    lull__watch_notice_queued(ring))
+			return 0;
+		/*
 		 * Seal: from this RMW on a fatal report is too late.  Both
 		 * are RMWs of state, so either we see its FATAL bit (and,
 		 * acquiring it, the report) or it sees our SEALED bit and
@@ -770,12 +782,8 @@ read_shared(struct lull_ring *ring, struct handler h, unsigned limit)
 	int n;
 
 	lull__watch_sync(ring, false);
-	if (lull__watch_notice(ring, &rec)) {
-		if (hand_one(h, &rec) == LULL_READ_KEEP)
-			return 0;
-		lull__watch_notice_consume(ring);
-		return 1;
-	}
+	if (lull__watch_notice(ring, &rec))
+		goto notice;
 	n = read_batch(ring, h, limit);
 	/*
 	 * The read may have stopped at a dead producer's claim: skip it now,
@@ -784,7 +792,18 @@ read_shared(struct lull_ring *ring, struct handler h, unsigned limit)
 	 */
 	if (lull__watch_recovering(ring))
 		lull__watch_sync(ring, false);
-	return n;
+	/*
+	 * Nothing read, but a notice may have come due on the way (the head
+	 * passed paddings to where its producer died), and then the end
+	 * waits for it (closure_next()).
+	 */
+	if (n != -EAGAIN || !lull__watch_notice(ring, &rec))
+		return n;
+notice:
+	if (hand_one(h, &rec) == LULL_READ_KEEP)
+		return 0;
+	lull__watch_notice_consume(ring);
+	return 1;
 }
 
 static inline int consumer_check(const struct lull_ring *ring)
@@ -875,6 +894,11 @@ static int next_any(struct lull_ring *ring, struct lull_record *rec,
 			lane = 0;
 	}
 	found = closure_next(ring, rec);
+	/* A notice come due on the way (as in read_shared()): before the
+	 * end, which waits for it. */
+	if (found == 0 && (ring->flags & LULL_REGION_SHARED) &&
+	    lull__watch_notice(ring, rec))
+		return 3;
 	return found > 0 ? 2 : found;
 }
 

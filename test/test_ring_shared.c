@@ -35,6 +35,7 @@
 #include <lull.h>
 
 #include "handles.h" /* the slot table, to fake a reused pid */
+#include "lib/threads.h" /* now_ns() */
 
 #define WATCHDOG_S 30
 #define CAP (1u << 14)
@@ -1016,6 +1017,73 @@ SHARED_TEST(dead_claims_on_both_sides_of_a_wrap_padding)
 	cr_assert_eq(s.deaths, 2);
 	cr_assert_eq(s.poisons, 1);
 	cr_assert_eq(lull_ring_destroy(a.ring), 0);
+}
+
+/* Claims a record, aborts it (a padding), then waits to be killed. */
+static void abort_child(int out, void *v)
+{
+	struct lull_producer *p;
+	struct lull_ring *ring;
+	void *dst;
+
+	p = child_attach(v, &ring);
+	if (lull_mpsc_claim(p, 1, sizeof(struct payload), &dst) ||
+	    lull_mpsc_abort(p))
+		_exit(2);
+	say(out, 'a');
+	for (;;)
+		pause();
+}
+
+/*
+ * A producer dies after its aborted claim, behind a live producer's claim
+ * the consumer waits at: its death is noticed there, and its notice is
+ * due only past where it died.  The live claim is aborted too and its
+ * producer leaves, which closes the ring: one read then walks both
+ * paddings to the end with no record to hand out, and the death record
+ * must still come before the poison.
+ */
+SHARED_TEST(death_record_before_the_poison_past_paddings)
+{
+	struct lull_producer *live;
+	struct lull_ring_stats st = { 0 };
+	struct lull_ring *ring;
+	struct seen s = { 0 };
+	struct child c;
+	uint64_t deadline;
+	void *dst;
+	int n;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0), 0);
+	cr_assert_eq(lull_producer_attach(ring, 0, &live), 0);
+	cr_assert_eq(lull_mpsc_claim(live, 1, sizeof(struct payload), &dst),
+		     0);
+	child_start(&c, abort_child, ring);
+	cr_assert_eq(child_said(&c), 'a');
+	child_kill(&c);
+	/* Until the consumer's watch has taken the death in. */
+	deadline = now_ns() + 10ull * 1000000000;
+	while (st.producer_deaths == 0) {
+		cr_assert_lt(now_ns(), deadline, "the death went unnoticed");
+		n = lull_ring_wait(ring, 10 * 1000000);
+		cr_assert(n == 0 || n == -ETIMEDOUT, "wait: %d", n);
+		cr_assert_eq(lull_ring_read(ring, on_record, &s, 64), -EAGAIN);
+		cr_assert_eq(lull_ring_stats(ring, &st), 0);
+	}
+	cr_assert_eq(s.deaths, 0, "due only past the paddings");
+	cr_assert_eq(lull_mpsc_abort(live), 0);
+	cr_assert_eq(lull_producer_detach(live), 0);
+	/* A read straight away: no wait has stepped over the paddings. */
+	cr_assert_eq(lull_ring_read(ring, on_record, &s, 64), 1);
+	cr_assert_eq(s.deaths, 1, "the death record first");
+	cr_assert_eq(s.poisons, 0);
+	cr_assert_eq(consume(ring, &s, NULL, NULL), -EPIPE);
+	cr_assert_eq(s.records, 0);
+	cr_assert_eq(s.deaths, 1);
+	cr_assert_eq(s.death[0].pid, c.pid);
+	cr_assert_eq(s.poisons, 1);
+	cr_assert_eq(s.after_poison, 0, "the death record after the poison");
+	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
 /* io_uring_setup() fails with EPERM in this process, as in a container. */
