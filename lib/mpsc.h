@@ -128,8 +128,9 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 #define LULL_PREFETCH_NEXT_MAX 2048u
 
 /*
- * Fetch the lines that a next record as long as ours, right after it,
- * would take, if the head we know of says they are free.  A claim's locked
+ * Fetch the lines that a next record as long as ours (@length bytes,
+ * header included; or a committed claim's whole span), right after it at
+ * @next, would take, if the head we know of says they are free.  A claim's locked
  * CAS waits until every store before it is done, and each store of the
  * record before waits for its line to come from the consumer, which last
  * zeroed it: fetched now, the lines are here or on their way by the next
@@ -141,7 +142,7 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
  * would slow both.
  */
 static inline void mpsc_prefetch_next(const struct lull_producer *prod,
-				      uint64_t next, uint32_t length)
+				      uint64_t next, uint64_t length)
 {
 	const int64_t cap = (int64_t)(prod->mask + 1);
 	uint64_t end = next + length;

@@ -351,8 +351,7 @@ static void claim_commit(struct lull_producer *prod)
 		lull__claim_done(prod);
 		/* As after a write: the next claim's CAS waits for our stores. */
 		mpsc_prefetch_next(prod, prod->claim_end,
-				   (uint32_t)(prod->claim_end -
-					      prod->claim_start));
+				   prod->claim_end - prod->claim_start);
 		lull__notify(prod);
 		return;
 	}

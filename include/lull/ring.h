@@ -178,7 +178,8 @@ extern "C" {
 /*
  * A shared ring's producer process died (lull_ring_create_shared()): its
  * data is a struct lull_death, handed out once per producer handle that
- * process held, after every record that producer had committed.
+ * process held, after every record that producer had committed and before
+ * the poison record.
  */
 #define LULL_TYPE_DEATH (-3)
 
