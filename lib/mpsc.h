@@ -130,8 +130,8 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 /*
  * Fetch the lines that a next record as long as ours (@length bytes,
  * header included; or a committed claim's whole span), right after it at
- * @next, would take, if the head we know of says they are free.  A claim's locked
- * CAS waits until every store before it is done, and each store of the
+ * @next, would take, if the head we know of says they are free.  A claim's
+ * locked CAS waits until every store before it is done, and each store of the
  * record before waits for its line to come from the consumer, which last
  * zeroed it: fetched now, the lines are here or on their way by the next
  * claim.  At 512 bytes the CAS held three quarters of a producer's time,

@@ -506,7 +506,9 @@ void ho_print_json(const struct mech *ms, int nm, const struct mech *m,
 		       "\"wakes_per_msg\":%.4f,\"parks_per_msg\":%.4f,"
 		       "\"park_cancels_per_msg\":%.4f,\"lost_wakeups\":%llu,",
 		       lull_backend_name(m->backend),
-		       (double)opt->safety_ns / 1e6, bench_median(m->idle_safety, n), bench_median(m->wakes_pm, n),
+		       (double)opt->safety_ns / 1e6,
+		       bench_median(m->idle_safety, n),
+		       bench_median(m->wakes_pm, n),
 		       bench_median(m->parks_pm, n), bench_median(m->cancels_pm, n),
 		       (unsigned long long)m->lost_wakes);
 	else

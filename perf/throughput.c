@@ -21,9 +21,9 @@
  * without it they push one (boost-spsc-bulk: 32), and every other ring
  * always pushes one.  The JSON's producer_batch is each ring's.
  *
- * Waiting.  The lull consumer parks (peer_lull.c).  The spinning peers (ck, rte,
- * urcu) keep their natural waiting: on an empty ring the consumer, and on a
- * full ring (or an exhausted urcu pool) the producer, back off with
+ * Waiting.  The lull consumer parks (peer_lull.c).  The spinning peers (ck,
+ * rte, urcu) keep their natural waiting: on an empty ring the consumer, and
+ * on a full ring (or an exhausted urcu pool) the producer, back off with
  * bench_backoff_wait() (PAUSE spins, then sched_yield()), as do lull's
  * producers on a full ring, so that every ring's producers wait alike
  * (lull_producer_wait() would park them; it is not measured here).  pipe

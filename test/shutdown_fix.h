@@ -4,8 +4,9 @@
  * (test_shutdown_*.c, test_producer_thread.c).
  *
  * They cover (lull/ring.h, "Shutdown"): graceful and immediate shutdown,
- * fatal records, the last detach, producers bound to their thread, a consumer that leaves with
- * lull_ring_close(), and what lull_loop_stop() does to the rings of a loop.
+ * fatal records, the last detach, producers bound to their thread, a consumer
+ * that leaves with lull_ring_close(), and what lull_loop_stop() does to the
+ * rings of a loop.
  *
  * What every test checks, through struct ledger (what the producers
  * committed, in ring order) and struct sink (what the consumer was handed):
@@ -529,9 +530,9 @@ static void consumer_wait_handled(struct consumer *c, unsigned n)
  * thread asleep in the kernel, and the ring's park counters standing
  * still across a short nap (the nap is what lets us see that).  The state
  * 'S' alone would also be a thread blocked anywhere else (a lock, a
- * page-in); the park word is set only by a park.  For the parking ways other than a loop, the
- * parks counter, which counts a park when it begins, must also have moved
- * past @after.  Returns the parks counter.
+ * page-in); the park word is set only by a park.  For the parking ways other
+ * than a loop, the parks counter, which counts a park when it begins, must
+ * also have moved past @after.  Returns the parks counter.
  */
 static uint64_t consumer_wait_parked(struct consumer *c, uint64_t after)
 {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_producer_thread.c - the Criterion suite of how rings end: producers bound to their thread (LULL_PRODUCER_THREAD): the
- * thread's end detaches them, aborts their claim, and never wedges a wake-up.
+ * test_producer_thread.c - the Criterion suite of how rings end: producers
+ * bound to their thread (LULL_PRODUCER_THREAD): the thread's end detaches them,
+ * aborts their claim, and never wedges a wake-up.
  * The fixture (consumer ways, ledger, sink, TOPO_TEST) is shutdown_fix.h.
  */
 #include "shutdown_fix.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_ring_claims.c - the Criterion suite of lull/ring.h: claims: commit, abort, detach with a claim, and the MPSC order
- * of claims.
+ * test_ring_claims.c - the Criterion suite of lull/ring.h: claims: commit,
+ * abort, detach with a claim, and the MPSC order of claims.
  * The fixture (struct model, struct fix, TOPO_TEST) is ring_fix.h.
  */
 #include "ring_fix.h"

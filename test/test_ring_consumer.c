@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_ring_consumer.c - the Criterion suite of lull/ring.h: the consumer: read batches, handler results, peek/release, the
- * consumer role, and producers on their own threads.
+ * test_ring_consumer.c - the Criterion suite of lull/ring.h: the consumer: read
+ * batches, handler results, peek/release, the consumer role, and producers on
+ * their own threads.
  * The fixture (struct model, struct fix, TOPO_TEST) is ring_fix.h.
  */
 #include "ring_fix.h"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_ring_producers.c - the Criterion suite of lull/ring.h: producers: attach, detach, the topology's calls, destroy.
+ * test_ring_producers.c - the Criterion suite of lull/ring.h: producers:
+ * attach, detach, the topology's calls, destroy.
  * The fixture (struct model, struct fix, TOPO_TEST) is ring_fix.h.
  */
 #include "ring_fix.h"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_ring_setup.c - the Criterion suite of lull/ring.h: version and error strings, regions (size, create, open, move), and
- * every call's argument checks.
+ * test_ring_setup.c - the Criterion suite of lull/ring.h: version and error
+ * strings, regions (size, create, open, move), and every call's argument
+ * checks.
  * The fixture (struct model, struct fix, TOPO_TEST) is ring_fix.h.
  */
 #include "ring_fix.h"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_shutdown_detach.c - the Criterion suite of how rings end: the last detach ends the ring, and a consumer that leaves with
- * lull_ring_close() ends it for the producers.
+ * test_shutdown_detach.c - the Criterion suite of how rings end: the last
+ * detach ends the ring, and a consumer that leaves with lull_ring_close() ends
+ * it for the producers.
  * The fixture (consumer ways, ledger, sink, TOPO_TEST) is shutdown_fix.h.
  */
 #include "shutdown_fix.h"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_shutdown_fatal.c - the Criterion suite of how rings end: fatal reports: their message, alignment, once only, after a
- * graceful shutdown, and behind a claim.
+ * test_shutdown_fatal.c - the Criterion suite of how rings end: fatal reports:
+ * their message, alignment, once only, after a graceful shutdown, and behind a
+ * claim.
  * The fixture (consumer ways, ledger, sink, TOPO_TEST) is shutdown_fix.h.
  */
 #include "shutdown_fix.h"

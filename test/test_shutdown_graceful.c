@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_shutdown_graceful.c - the Criterion suite of how rings end: graceful shutdown on the test thread: pending records then one
- * poison, the same code (fatal, poison, -EPIPE) on every read path, and a
- * full ring drained after the shutdown.
+ * test_shutdown_graceful.c - the Criterion suite of how rings end: graceful
+ * shutdown on the test thread: pending records then one poison, the same code
+ * (fatal, poison, -EPIPE) on every read path, and a full ring drained after
+ * the shutdown.
  * The fixture (consumer ways, ledger, sink, TOPO_TEST) is shutdown_fix.h.
  */
 #include "shutdown_fix.h"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_shutdown_immediate.c - the Criterion suite of how rings end: immediate shutdown: undelivered records are discarded, a fatal
- * is kept, a claim is not waited for.
+ * test_shutdown_immediate.c - the Criterion suite of how rings end: immediate
+ * shutdown: undelivered records are discarded, a fatal is kept, a claim is not
+ * waited for.
  * The fixture (consumer ways, ledger, sink, TOPO_TEST) is shutdown_fix.h.
  */
 #include "shutdown_fix.h"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_shutdown_loop.c - the Criterion suite of how rings end: what lull_loop_stop() and a ring's end do to the rings of a
- * lull_loop, on every backend.
+ * test_shutdown_loop.c - the Criterion suite of how rings end: what
+ * lull_loop_stop() and a ring's end do to the rings of a lull_loop, on every
+ * backend.
  * The fixture (consumer ways, ledger, sink, TOPO_TEST) is shutdown_fix.h.
  */
 #include "shutdown_fix.h"

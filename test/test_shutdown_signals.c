@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_shutdown_signals.c - the Criterion suite of how rings end: lull_ring_shutdown and lull_ring_fatal from signal handlers
- * (async-signal-safe), interrupting a producer or a parked consumer.
+ * test_shutdown_signals.c - the Criterion suite of how rings end:
+ * lull_ring_shutdown and lull_ring_fatal from signal handlers (async-signal
+ * safe), interrupting a producer or a parked consumer.
  * The fixture (consumer ways, ledger, sink, TOPO_TEST) is shutdown_fix.h.
  */
 #include "shutdown_fix.h"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_shutdown_wakes.c - the Criterion suite of how rings end: a shutdown reaches a consumer wherever it is: inside its handler,
- * parked (every way it parks), or with a claim outstanding.
+ * test_shutdown_wakes.c - the Criterion suite of how rings end: a shutdown
+ * reaches a consumer wherever it is: inside its handler, parked (every way it
+ * parks), or with a claim outstanding.
  * The fixture (consumer ways, ledger, sink, TOPO_TEST) is shutdown_fix.h.
  */
 #include "shutdown_fix.h"

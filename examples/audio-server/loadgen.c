@@ -1049,7 +1049,7 @@ static void print_row(const struct level_stats *st)
 	fflush(human);
 }
 
-/* --- A/B: servers started here --------------------------------------------- */
+/* --- A/B: servers started here ------------------------------------------ */
 
 struct child {
 	pid_t pid;
@@ -1168,7 +1168,7 @@ static int stop_server(const char *mode, struct child *ch)
 	return 0;
 }
 
-/* --- the A/B table and the plot ---------------------------------------------- */
+/* --- the A/B table and the plot ----------------------------------------- */
 
 /* The table's columns: as wide as the default names, or the names. */
 static int ab_width[2] = { 14, 15 };
@@ -1292,7 +1292,7 @@ static int write_plot(const char *path, const struct level_stats *sets[],
 	return 0;
 }
 
-/* --- main -------------------------------------------------------------------- */
+/* --- main --------------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
@@ -1306,7 +1306,8 @@ static void usage(FILE *f)
 "  --concurrency C     a level; repeatable (default 1, 8, 16, 32)\n"
 "  --warmup N          unmeasured requests before each level (default 4)\n"
 "  --timeout S         per-request limit in seconds (default 60)\n"
-"  --sentence TEXT     a text to speak; repeatable (replaces the built-in set)\n"
+"  --sentence TEXT     a text to speak; repeatable (replaces the built-in\n"
+"                      set)\n"
 "  --model M --voice V --speed X   request fields (espeak, alloy, 1.0)\n"
 "  --json              one JSON line per level on stdout; table to stderr\n"
 "  --log FILE          one JSON line per request to FILE\n"

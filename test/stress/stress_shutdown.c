@@ -39,9 +39,10 @@
  * leaves a parked consumer asleep for good, and a watchdog (test/lib's)
  * fails the run loudly, with the round's seed, number and configuration and
  * what each thread was doing, when a round takes longer than
- * --watchdog-seconds (a hang never stalls CI; the process aborts).  The output counts, per group and per backend,
- * the park cycles (the rings' parks counters) and the lost wake-ups: 0 in
- * a run that ends at all, since a lost one ends it in the watchdog.
+ * --watchdog-seconds (a hang never stalls CI; the process aborts).  The
+ * output counts, per group and per backend, the park cycles (the rings'
+ * parks counters) and the lost wake-ups: 0 in a run that ends at all,
+ * since a lost one ends it in the watchdog.
  *
  * Rounds are grouped by topology and consumer (24 groups).  Output: a
  * header, a line per failed round, a line per group, one summary line, a
