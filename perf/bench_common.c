@@ -21,6 +21,8 @@
 
 #include "bench_common.h"
 
+unsigned int bench_backoff_pauses;
+
 /* --- the machine ------------------------------------------------------ */
 
 uint64_t bench_self_cpu_ns(void)

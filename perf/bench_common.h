@@ -58,8 +58,15 @@ static inline uint64_t bench_ru_cpu_ns(const struct rusage *ru)
  * failure until an operation succeeds.  The yield matters on small machines:
  * with more threads than CPUs a spinning side would otherwise burn the time
  * slice that the other side needs to make room.
+ * Unless bench_backoff_pauses is set (throughput --pause N): then every
+ * failure spins that many iterations and none yields, which is only sound
+ * while every thread has a CPU of its own.  How long a failed poll waits
+ * moves the spinning rings a lot (perf/README.md, "How long a failed poll
+ * waits").
  */
 #define BENCH_SPIN_ROUNDS 6
+
+extern unsigned int bench_backoff_pauses;
 
 struct bench_backoff {
 	unsigned int fails; /* consecutive, since the last success */
@@ -81,6 +88,11 @@ static inline void bench_backoff_reset(struct bench_backoff *b)
 static inline void bench_backoff_wait(struct bench_backoff *b)
 {
 	b->waits++;
+	if (bench_backoff_pauses) {
+		for (unsigned int i = 0; i < bench_backoff_pauses; i++)
+			ck_pr_stall();
+		return;
+	}
 	if (b->fails < BENCH_SPIN_ROUNDS) {
 		unsigned int i, n = 1u << b->fails;
 

@@ -625,6 +625,9 @@ int main(int argc, char **argv)
 		lull_version(), ncfgs, opt.runs, opt.capacity, opt.batch,
 		push_batch, opt.lull_read_runs ? "runs" : "records", ncpus,
 		opt.pin ? "pinned" : "not pinned");
+	if (bench_backoff_pauses)
+		fprintf(stderr, "throughput: a failed poll waits %u PAUSEs, "
+				"never a yield\n", bench_backoff_pauses);
 	if (opt.messages)
 		fprintf(stderr, "throughput: %llu messages per run\n",
 			(unsigned long long)opt.messages);

@@ -57,6 +57,12 @@ static void usage(FILE *f)
 		"  --pin             consumer on the first allowed CPU, "
 		"producers round-robin\n"
 		"                    on the others (default: no pinning)\n"
+		"  --pause N         a spinning side waits N PAUSEs after "
+		"each failed poll and\n"
+		"                    never yields: only while each thread "
+		"has a CPU of its own\n"
+		"                    (default: 1, 2, 4 ... 32 PAUSEs, then "
+		"sched_yield())\n"
 		"  --max-others F    repeat (up to twice) a run during which "
 		"other processes\n"
 		"                    used more than F CPUs (default: never)\n"
@@ -74,7 +80,8 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 	enum { O_RING = 256, O_PROD, O_PAYLOAD, O_SECONDS, O_MESSAGES,
 	       O_TIME_LIMIT, O_RUNS, O_CAPACITY, O_BATCH, O_PUSH_BATCH,
 	       O_MAX_OTHERS,
-	       O_LULL_SPIN, O_LULL_READ, O_JSON, O_PIN, O_VERBOSE, O_HELP };
+	       O_LULL_SPIN, O_LULL_READ, O_JSON, O_PIN, O_PAUSE, O_VERBOSE,
+	       O_HELP };
 	static const struct option longopts[] = {
 		{ "ring", required_argument, NULL, O_RING },
 		{ "producers", required_argument, NULL, O_PROD },
@@ -91,6 +98,7 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 		{ "lull-read", required_argument, NULL, O_LULL_READ },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "pin", no_argument, NULL, O_PIN },
+		{ "pause", required_argument, NULL, O_PAUSE },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -238,6 +246,14 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 			break;
 		case O_PIN:
 			opt->pin = true;
+			break;
+		case O_PAUSE:
+			if (!bench_parse_u64(optarg, &v) || v < 1 || v > 1u << 20) {
+				fprintf(stderr, "throughput: bad --pause "
+						"(1 to 1048576)\n");
+				return -1;
+			}
+			bench_backoff_pauses = (unsigned int)v;
 			break;
 		case O_VERBOSE:
 			opt->verbose = true;

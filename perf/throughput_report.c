@@ -141,10 +141,10 @@ void tp_print_json(struct config *cfgs, int ncfgs, const struct config *cfg,
 		d->json(cfg);
 	if (opt->messages)
 		printf("\"truncated_runs\":%d,", cfg->truncated_runs);
-	printf("\"seconds\":%.3f,\"pinned\":%s,\"batch\":%u,"
-	       "\"producer_batch\":%u}\n",
+	printf("\"seconds\":%.3f,\"pinned\":%s,\"pauses\":%u,"
+	       "\"batch\":%u,\"producer_batch\":%u}\n",
 	       opt->messages ? 0 : opt->seconds, opt->pin ? "true" : "false",
-	       opt->batch, cfg->push_batch);
+	       bench_backoff_pauses, opt->batch, cfg->push_batch);
 }
 
 /* A ratio column's width: the peer's name, at least 9. */
