@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "handles.h"
+#include "record.h"
 #include "sys.h"
 
 /*
@@ -177,6 +178,10 @@ LULL_EXPORT int lull_producer_attach(struct lull_ring *ring, unsigned flags,
 	prod->data = ring->cursor[lane].data;
 	prod->mask = ring->mask;
 	prod->max_record = ring->max_record;
+	prod->short_max =
+		ring->max_record - LULL_RECORD_HEADER_SIZE < LULL_COPY_SHORT_MAX
+			? ring->max_record - LULL_RECORD_HEADER_SIZE
+			: LULL_COPY_SHORT_MAX;
 	/* Pairs with the consumer's release store of head. */
 	prod->head_cache = atomic_load_explicit(&prod->lane->head,
 						memory_order_acquire);

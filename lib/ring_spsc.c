@@ -51,8 +51,9 @@ spsc_write_wake(struct lull_producer *prod, uint32_t seen)
 }
 
 /*
- * The common write: a valid small record that fits before the end of the
- * data area, to a ring with room that is not closing.  Everything else
+ * The common write: a valid record of up to short_max bytes of payload
+ * (64, where the ring takes records that long) that fits before the end
+ * of the data area, to a ring with room that is not closing.  Everything else
  * goes to spsc_write_any() before anything is stored.  The steps are
  * lane_enter(), lane_publish() and lane_leave() with no call but the
  * wake-up's tail call, so that few registers need saving (each save is
@@ -78,7 +79,7 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 	uint32_t seen;
 
 	if (unlikely(!prod || prod->mode == LULL_RING_MPSC || prod->claimed ||
-		     type < 1 || len > 16 || (len && !data)))
+		     type < 1 || len > prod->short_max || (len && !data)))
 		return spsc_write_any(prod, type, data, len);
 	/*
 	 * Everything it needs from the handle, read once: the stores below
@@ -94,8 +95,8 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 	size = lull__align8(LULL_RECORD_HEADER_SIZE + len);
 	end = tail + size;
 	/*
-	 * The record would wrap (padding first), or the ring looks full.  A
-	 * 16-byte payload always fits a record: the smallest ring's is 24.
+	 * The record would wrap (padding first), or the ring looks full.  It
+	 * is not too long: short_max fits the ring.
 	 */
 	if (unlikely((tail & mask) + size > mask + 1 ||
 		     end - prod->head_cache > mask + 1))
@@ -119,7 +120,7 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 	/* lane_clear_next(), with the head read above */
 	if (likely(end - prod->head_cache <= mask))
 		lull__length_clear(prod->data, mask, end);
-	lull__copy_small(hdr + 1, data, len);
+	lull__copy_short(hdr + 1, data, len);
 	hdr->type = type;
 	/* Pairs with the consumer's acquire load of length (lane_header()). */
 	atomic_store_explicit(&hdr->length,
