@@ -74,7 +74,7 @@ static inline void lull__copy_small(void *dst, const void *src, size_t len)
  * memcpy costs a return address and the caller's saved registers, each
  * one more store waiting in the store buffer behind the record's stores,
  * which wait for their lines to come back from the consumer: inline, the
- * single-record write of 24 to 64 bytes ran 1.6x to 1.8x faster
+ * single-record write of 24 to 64 bytes ran 1.6x to 1.9x faster
  * (perf/README.md, "Short payloads without a call").  8 bytes, the most
  * common, first: tested after 16, it cost that case 4% to 7%.
  */

@@ -53,8 +53,8 @@ spsc_write_wake(struct lull_producer *prod, uint32_t seen)
 /*
  * The common write: a valid record of up to short_max bytes of payload
  * (64, where the ring takes records that long) that fits before the end
- * of the data area, to a ring with room that is not closing.  Everything else
- * goes to spsc_write_any() before anything is stored.  The steps are
+ * of the data area, to a ring with room that is not closing.  Everything
+ * else goes to spsc_write_any() before anything is stored.  The steps are
  * lane_enter(), lane_publish() and lane_leave() with no call but the
  * wake-up's tail call, so that few registers need saving (each save is
  * one more store).
