@@ -149,7 +149,7 @@ struct lull_producer {
 	 */
 	const _Atomic uint32_t *consumer_word;
 	uint32_t consumer_word_ok;
-	/* The longest payload lull_spsc_write()'s short path takes: up to
+	/* The longest payload lull_spsc_write()'s fast path takes: up to
 	   LULL_COPY_SHORT_MAX, if a record that long fits this ring. */
 	uint32_t short_max;
 	uint64_t claim_retries; /* MPSC: claim CASes that lost a race */

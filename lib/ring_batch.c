@@ -349,7 +349,8 @@ static void claim_commit(struct lull_producer *prod)
 			      memory_order_release);
 	if (prod->mode == LULL_RING_MPSC) {
 		lull__claim_done(prod);
-		/* As after a write: the next claim's CAS waits for our stores. */
+		/* As after a write: the next claim's CAS waits for our
+		 * stores. */
 		mpsc_prefetch_next(prod, prod->claim_end,
 				   prod->claim_end - prod->claim_start);
 		lull__notify(prod);

@@ -509,7 +509,8 @@ void ho_print_json(const struct mech *ms, int nm, const struct mech *m,
 		       (double)opt->safety_ns / 1e6,
 		       bench_median(m->idle_safety, n),
 		       bench_median(m->wakes_pm, n),
-		       bench_median(m->parks_pm, n), bench_median(m->cancels_pm, n),
+		       bench_median(m->parks_pm, n),
+		       bench_median(m->cancels_pm, n),
 		       (unsigned long long)m->lost_wakes);
 	else
 		printf("\"safety_timeout_ms\":null,\"spin_us\":null,");

@@ -26,8 +26,10 @@
  * on a full ring (or an exhausted urcu pool) the producer, back off with
  * bench_backoff_wait() (PAUSE spins, then sched_yield()), as do lull's
  * producers on a full ring, so that every ring's producers wait alike
- * (lull_producer_wait() would park them; it is not measured here).  pipe
- * and eventfd block in the kernel.
+ * (lull_producer_wait() would park them; it is not measured here).
+ * pipe and eventfd block in the kernel.  --pause N makes every such back-off
+ * N PAUSEs, never a yield: the spinning peers' best case with one producer
+ * (perf/README.md, "How long a failed poll waits").
  *
  * wakes_per_msg: wake-up system calls made by the producers, per message.
  * lull: lull_ring_stats().wakes over the run (a producer makes one only when

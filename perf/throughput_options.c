@@ -248,7 +248,8 @@ int tp_parse_options(int argc, char **argv, struct options *opt)
 			opt->pin = true;
 			break;
 		case O_PAUSE:
-			if (!bench_parse_u64(optarg, &v) || v < 1 || v > 1u << 20) {
+			if (!bench_parse_u64(optarg, &v) || v < 1 ||
+			    v > 1u << 20) {
 				fprintf(stderr, "throughput: bad --pause "
 						"(1 to 1048576)\n");
 				return -1;
