@@ -194,9 +194,11 @@ bool lull__ring_readable(const struct lull_ring *ring);
 /*
  * Consumer: consume the padding at the head of each lane, as a read
  * would before its first record, so that the room an abort left is free
- * for producers.  Nothing is handed out.
+ * for producers.  Nothing is handed out.  True when it found a record (or
+ * a corrupt header) at a head: lull__ring_readable() would say true as
+ * well; false says nothing, so ask it.
  */
-void lull__ring_skip_padding(struct lull_ring *ring);
+bool lull__ring_skip_padding(struct lull_ring *ring);
 
 /* Consumer: is this ring past its poison (or closed by its consumer)? */
 static inline bool lull__ring_done(const struct lull_ring *ring)

@@ -78,8 +78,7 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		return -EPIPE;
 	shared_sync(ring, false);
 	/* Padding is no reason to return: skip it here, freeing its room. */
-	lull__ring_skip_padding(ring);
-	if (lull__ring_readable(ring))
+	if (lull__ring_skip_padding(ring) || lull__ring_readable(ring))
 		return 0;
 	if (timeout_ns == 0)
 		return -ETIMEDOUT;
@@ -132,8 +131,8 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 			/* Work came while we announced: a record (a stream),
 			 * or only padding to skip (then park again). */
 			shared_sync(ring, false);
-			lull__ring_skip_padding(ring);
-			if (!lull__ring_readable(ring))
+			if (!lull__ring_skip_padding(ring) &&
+			    !lull__ring_readable(ring))
 				continue;
 			ring->streaming = true;
 			return 0;
@@ -150,8 +149,8 @@ LULL_EXPORT int lull_ring_wait(struct lull_ring *ring, int64_t timeout_ns)
 		timed_out = ret == -ETIMEDOUT;
 		lull__park_finish(ring, timed_out && safety_slice);
 		shared_sync(ring, false);
-		lull__ring_skip_padding(ring);
-		if (lull__ring_readable(ring))
+		if (lull__ring_skip_padding(ring) ||
+		    lull__ring_readable(ring))
 			return 0;
 		/* Woken with nothing to read (a stale wake, EINTR): again. */
 	}

@@ -585,13 +585,25 @@ barrier:
 	};
 #endif
 recheck:
-	/* lull__ring_readable(): a record, or closure_next()'s answer. */
+	/*
+	 * lull__ring_readable(): a record, or closure_next()'s answer.  Its
+	 * common case (head_state()) reads the state first and, open, the
+	 * head's header alone, two loads the shutdown may run between:
+	 * then the answer is "nothing", and the shutdown's own look at the
+	 * park word (after its RMW, as our load comes after the barrier)
+	 * finds us parked and wakes us.
+	 */
 #ifdef SHUTDOWN
 	if
-	:: READABLE ->
-		readable = 1
+	:: !closed && closing == OPEN ->
+		readable = committed[head]
 	:: else ->
-		closure_next(readable)
+		if
+		:: READABLE ->
+			readable = 1
+		:: else ->
+			closure_next(readable)
+		fi
 	fi;
 #elif defined(NO_RECHECK)
 	readable = 0;
