@@ -962,8 +962,9 @@ LULL_EXPORT int lull_ring_release(struct lull_ring *ring)
 }
 
 /*
- * The common case of the two queries below, from one header: a private
- * ring of one lane that is open (its state and the consumer's view both).
+ * The common case of the two queries below, from one header: a ring of
+ * one lane, not shared between processes, that is open (its state and
+ * the consumer's view both).
  * HEAD_EMPTY when its head's header reads not committed (nothing to read,
  * nothing to skip: the walk would stop there too), HEAD_COMMITTED with
  * the header's type in *type when it reads committed (whatever it holds,
