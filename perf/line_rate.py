@@ -14,7 +14,8 @@ another machine.
 
 Bytes one message takes, as throughput.c lays the rings out:
   lull-*                 its record: 8-byte header, payload, to 8 bytes;
-                         with --producer-batch B, B items share a header
+                         with --producer-batch B, B items packed in one
+                         array record share its 16 bytes of headers
   boost-*, moodycamel    the item: 8, 64 or 512 bytes, the next size up
   rte-*, ck-*            the 8-byte slot, and above 8 bytes the payload's
                          slab buffer (to 8 bytes)
@@ -43,7 +44,7 @@ def bytes_per_msg(ring, payload, batch):
     """The bytes of ring memory one message takes, or None if unknown."""
     if ring.startswith("lull-"):
         if batch > 1:
-            return payload + 8.0 / batch
+            return payload + 16.0 / batch
         return align8(8 + payload)
     if ring.startswith("boost-") or ring == "moodycamel":
         return next((s for s in ITEM_SIZES if s >= payload), None)
@@ -62,7 +63,7 @@ def main(paths):
     keys = list(dict.fromkeys(k for _, r in rounds for k in r))
     configs = list(dict.fromkeys(k[:3] for k in keys))
     for config in configs:
-        payload, producers, batch = config
+        payload, batch = config[0], config[2]
         print("payload %d, P %d, batch %d" % config)
         print("  %-16s %8s %8s %8s" % ("ring", "ns/msg", "B/msg", "ns/line"))
         for key in keys:
