@@ -115,11 +115,15 @@ static inline uint32_t array_items(const struct lull_record_header *hdr,
 {
 	const struct lull_array_header *ah = (const void *)(hdr + 1);
 	uint32_t room = (uint32_t)length - LULL_RECORD_HEADER_SIZE;
-	uint32_t len = ah->item_len;
-	int32_t type = ah->item_type;
-	uint32_t bytes, count;
+	uint32_t len, bytes, count;
+	int32_t type;
 
-	if (unlikely(room < sizeof(*ah) || type < 1 || !len || (len & 7) ||
+	/* Room first: a header-only record may end the data area. */
+	if (unlikely(room < sizeof(*ah)))
+		return 0;
+	len = ah->item_len;
+	type = ah->item_type;
+	if (unlikely(type < 1 || !len || (len & 7) ||
 		     len > max_record - LULL_RECORD_HEADER_SIZE))
 		return 0;
 	bytes = room - (uint32_t)sizeof(*ah);

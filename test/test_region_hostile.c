@@ -323,6 +323,43 @@ Test(hostile, a_record_across_the_end_of_the_data_is_eproto,
 	hostile_free(&h);
 }
 
+/*
+ * An array record of 8 bytes, its header alone, in the last 8 bytes of
+ * the data area, which ends the region: no array header follows it, and
+ * the consumer refuses it without reading past the region (AddressSanitizer
+ * reports it where the read of the array's header comes before the check
+ * of its room).  Each entry that walks the lane: the wait's padding skip
+ * and readability query, the peek, the read.
+ */
+Test(hostile, an_array_header_past_the_end_of_the_region_is_not_read,
+     .timeout = TIMEOUT_S)
+{
+	struct lull_record rec;
+	struct hostile h;
+	struct sink s;
+
+	for (int entry = 0; entry < 3; entry++) {
+		hostile_new(&h, LULL_RING_SPSC, 256);
+		cr_assert_eq(lane_data(&h, 0) + h.capacity, h.mem + h.size,
+			     "the data area ends the region");
+		s = (struct sink){ .h = &h };
+		atomic_store(&lull__lane(h.region, 0)->head, 248);
+		cr_assert_eq(hostile_reopen(&h), 0);
+		header_put(&h, 0, 248, LULL_RECORD_HEADER_SIZE,
+			   LULL_TYPE_ARRAY);
+		if (entry == 0)
+			cr_assert_eq(lull_ring_wait(h.ring, 0), 0);
+		if (entry <= 1)
+			cr_assert_eq(lull_ring_peek(h.ring, &rec), -EPROTO);
+		else
+			cr_assert_eq(lull_ring_read(h.ring, sink_fn, &s, 64),
+				     -EPROTO);
+		cr_assert_eq(s.records, 0);
+		expect_fatal_ring(&h, true);
+		hostile_free(&h);
+	}
+}
+
 Test(hostile, a_record_over_the_next_lap_is_eproto, .timeout = TIMEOUT_S)
 {
 	struct hostile h;
