@@ -797,6 +797,14 @@ static void recover_mpsc(struct lull_ring *ring, struct lull_watch *w)
 		tail = atomic_load_explicit(&cur->lane->tail,
 					    memory_order_acquire) &
 		       ~(uint64_t)LULL_TAIL_FLAGS;
+		/*
+		 * Closing, the reads stop at the final tail (walk_stop()),
+		 * which no claim passes: neither may we, whatever a hostile
+		 * region's tail says now, or the head would pass the reads'
+		 * stop and they would walk on without one.
+		 */
+		if (ring->closing != LULL_CLOSING_OPEN)
+			tail = cur->final_tail;
 		if (tail == h || (int64_t)(tail - h) < 0 ||
 		    tail - h > ring->mask + 1)
 			break;

@@ -883,6 +883,75 @@ SHARED_TEST(reused_pid_is_not_taken_for_the_producer)
 	cr_assert_eq(lull_ring_destroy(a.ring), 0);
 }
 
+/* What a hostile region made the consumer hand out. */
+struct handed {
+	unsigned records, poisons;
+};
+
+static int count_handed(const struct lull_record *rec, void *ctx)
+{
+	struct handed *h = ctx;
+
+	if (rec->type == LULL_TYPE_POISON)
+		h->poisons++;
+	else
+		h->records++;
+	return LULL_READ_CONTINUE;
+}
+
+/*
+ * A shared MPSC region closed with a claim at the head that nobody
+ * commits: the consumer drains to the final tail, 8 bytes on.  Then a
+ * producer is taken for dead (its slot names our parent, started at
+ * another time), and the region shows a padding at the head that reaches
+ * past the final tail, a record behind it, and a tail a lap on.  The
+ * recovery of the dead claim steps over paddings only up to the final
+ * tail: past it, the read would walk on without a stop, hand out the
+ * record, and zero more than a lap.  The padding across the final tail
+ * is a corruption, reported once, then the poison.
+ */
+SHARED_TEST(recovery_never_takes_the_head_past_the_final_tail)
+{
+	struct lull_ring *ring;
+	struct lull_cursor *cur;
+	struct lull_slot *slot;
+	struct handed h = { 0 };
+	int32_t padding[2] = { 64, LULL_TYPE_PADDING };
+	int32_t record[4] = { 16, 1, 7, 7 };
+	int n;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0),
+		     0);
+	cur = &ring->cursor[0];
+	atomic_store(&cur->lane->tail, 8 | LULL_TAIL_CLOSED);
+	atomic_fetch_or(&ring->region->state, LULL_STATE_CLOSED);
+	cr_assert_eq(lull_ring_read(ring, count_handed, &h, 64), -EAGAIN);
+	cr_assert_eq(ring->closing, LULL_CLOSING_DRAIN);
+	cr_assert_eq(cur->final_tail, 8);
+
+	memcpy(cur->data + 64, record, sizeof(record));
+	memcpy(cur->data, padding, sizeof(padding));
+	atomic_store(&cur->lane->tail, CAP | LULL_TAIL_CLOSED);
+	slot = &lull__slots(ring)[0];
+	atomic_store(&slot->pid, (int32_t)getppid());
+	atomic_store(&slot->start, UINT64_MAX); /* no process's */
+	atomic_store(&slot->claim_start, 0);
+	atomic_store(&slot->claim_end, 8);
+	atomic_store(&slot->claim_phase, LULL_CLAIM_OWNED);
+	atomic_store(&slot->state, LULL_SLOT_LIVE);
+	atomic_fetch_add(&ring->region->roster_gen, 1);
+
+	n = lull_ring_read(ring, count_handed, &h, 64);
+	cr_assert_eq(n, -EPROTO, "read %d, head %llu, %u handed", n,
+		     (unsigned long long)cur->head, h.records);
+	cr_assert_leq(cur->head, 8);
+	cr_assert_eq(lull_ring_read(ring, count_handed, &h, 64), 1);
+	cr_assert_eq(lull_ring_read(ring, count_handed, &h, 64), -EPIPE);
+	cr_assert_eq(h.records, 0);
+	cr_assert_eq(h.poisons, 1);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
 /*
  * A consumer with an event loop of its own: the watch descriptor reads
  * ready when the producer dies, and lull_ring_watch() makes the rest
