@@ -32,7 +32,13 @@
  */
 static inline uint64_t lane_tail(const struct lull_producer *prod)
 {
-	return atomic_load_explicit(&prod->lane->tail, memory_order_relaxed);
+	/*
+	 * A lane's tail is a multiple of 8 (no flag bits): rounded down, one
+	 * that a shared region's other writer misaligned still puts each
+	 * header, and the length cleared past it, within the data area.
+	 */
+	return atomic_load_explicit(&prod->lane->tail, memory_order_relaxed) &
+	       ~(uint64_t)LULL_TAIL_FLAGS;
 }
 
 /*

@@ -88,9 +88,12 @@ static inline int mpsc_reserve(struct lull_producer *prod, uint32_t length,
 	for (;;) {
 		/*
 		 * Closed is a bit of tail itself, so the CAS that claims
-		 * space also proves the ring was open at that instant.
+		 * space also proves the ring was open at that instant.  The
+		 * other flag bits are never set: a tail with one is a
+		 * corrupt region's, and claims there end as on a closed one
+		 * (its headers would not be 8-byte aligned).
 		 */
-		if (unlikely(tail & LULL_TAIL_CLOSED)) {
+		if (unlikely(tail & LULL_TAIL_FLAGS)) {
 			lull__claim_given_up(prod);
 			return -EPIPE;
 		}

@@ -295,7 +295,8 @@ static int mpsc_claim_checked(struct lull_producer *prod,
 	/* Relaxed: the CAS validates it. */
 	tail = atomic_load_explicit(&prod->lane->tail, memory_order_relaxed);
 	for (;;) {
-		if (unlikely(tail & LULL_TAIL_CLOSED)) {
+		/* Any flag bit, as in mpsc_reserve(). */
+		if (unlikely(tail & LULL_TAIL_FLAGS)) {
 			lull__claim_given_up(prod);
 			return -EPIPE;
 		}

@@ -90,8 +90,9 @@ LULL_EXPORT int lull_spsc_write(struct lull_producer *prod, int32_t type,
 	lane = prod->lane;
 	mask = prod->mask;
 	asym = prod->asym_barrier;
-	/* Relaxed: the producer's own store, as in lane_tail(). */
-	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed);
+	/* Relaxed: the producer's own store; rounded as in lane_tail(). */
+	tail = atomic_load_explicit(&lane->tail, memory_order_relaxed) &
+	       ~(uint64_t)LULL_TAIL_FLAGS;
 	size = lull__align8(LULL_RECORD_HEADER_SIZE + len);
 	end = tail + size;
 	/*

@@ -360,6 +360,56 @@ Test(hostile, an_array_header_past_the_end_of_the_region_is_not_read,
 	}
 }
 
+/*
+ * A producer of a region whose lane tail another writer misaligned: its
+ * writes stay within the data area, which here ends 64 bytes of canary
+ * before the allocation does.  A lane's tail is taken rounded down; a
+ * shared tail with a flag bit but the closed one refuses claims as a
+ * closed one does.  Without either, the length cleared past a record,
+ * or a wrap's padding header, went up to 7 bytes past the data area.
+ */
+static void expect_writes_in_the_data(unsigned topology, uint64_t tail,
+				      uint64_t head, int expected)
+{
+	ssize_t size = lull_ring_region_size_for(256, topology);
+	struct lull_producer *prod;
+	struct lull_ring *ring;
+	unsigned char *mem;
+	int ret;
+
+	cr_assert_gt(size, 0);
+	cr_assert_eq(posix_memalign((void **)&mem, 128, (size_t)size + 64), 0);
+	memset(mem + size, 0xa5, 64);
+	cr_assert_eq(lull_ring_create_in(&ring, mem, (size_t)size, 256,
+					 topology),
+		     0);
+	atomic_store(&lull__lane((struct lull_region *)mem, 0)->tail, tail);
+	atomic_store(&lull__lane((struct lull_region *)mem, 0)->head, head);
+	cr_assert_eq(lull_producer_attach(ring, 0, &prod), 0);
+	ret = topology == LULL_RING_MPSC ? lull_mpsc_write(prod, 1, "12345678", 8)
+				       : lull_spsc_write(prod, 1, "12345678", 8);
+	cr_assert_eq(ret, expected, "tail %llu: %d",
+		     (unsigned long long)tail, ret);
+	for (int i = 0; i < 64; i++)
+		cr_assert_eq(mem[size + i], 0xa5,
+			     "tail %llu: byte %d past the data written",
+			     (unsigned long long)tail, i);
+	cr_assert_eq(lull_producer_detach(prod), 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+	free(mem);
+}
+
+Test(hostile, a_misaligned_tail_keeps_writes_in_the_data_area,
+     .timeout = TIMEOUT_S)
+{
+	/* The lean write: its record ends 1 byte short of the end. */
+	expect_writes_in_the_data(LULL_RING_SPSC, 239, 0, 0);
+	/* The general one: a wrap's padding in the last byte. */
+	expect_writes_in_the_data(LULL_RING_SPSC, 255, 16, 0);
+	expect_writes_in_the_data(LULL_RING_MPSC, 254, 16, -EPIPE);
+	expect_writes_in_the_data(LULL_RING_MPSC, 252, 16, -EPIPE);
+}
+
 Test(hostile, a_record_over_the_next_lap_is_eproto, .timeout = TIMEOUT_S)
 {
 	struct hostile h;
