@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "handles.h"
 
@@ -289,11 +290,21 @@ static struct lull_beacon *beacon_open(int32_t pid, int fd, uint64_t nonce)
 	LULL_SYSCALL(close((int)opath));
 	if (rfd < 0)
 		return NULL;
-	/* Sealed: nobody can write it but its maker, nor cut it short. */
+	/*
+	 * Sealed: nobody can write it but its maker, nor cut it short.  Its
+	 * size again once sealed, from this descriptor: the first look came
+	 * before the seal, and a page cut off since would fault at the
+	 * nonce's read.  Pages of the system's size (no hugetlbfs file),
+	 * so that the munmap() of BEACON_SIZE takes the whole mapping.
+	 */
 	seals = LULL_SYSCALL(fcntl((int)rfd, F_GET_SEALS));
 	page = MAP_FAILED;
-	if (seals >= 0 && (seals & (F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK)) ==
-				  (F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK))
+	if (seals >= 0 &&
+	    (seals & (F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK)) ==
+		    (F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK) &&
+	    LULL_SYSCALL(fstat((int)rfd, &st)) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_size >= (off_t)BEACON_SIZE &&
+	    st.st_blksize <= (blksize_t)sysconf(_SC_PAGESIZE))
 		page = mmap(NULL, BEACON_SIZE, PROT_READ, MAP_SHARED, (int)rfd,
 			    0);
 	LULL_SYSCALL(close((int)rfd));
