@@ -386,8 +386,10 @@ static void expect_writes_in_the_data(unsigned topology, uint64_t tail,
 	atomic_store(&lull__lane((struct lull_region *)mem, 0)->tail, tail);
 	atomic_store(&lull__lane((struct lull_region *)mem, 0)->head, head);
 	cr_assert_eq(lull_producer_attach(ring, 0, &prod), 0);
-	ret = topology == LULL_RING_MPSC ? lull_mpsc_write(prod, 1, "12345678", 8)
-				       : lull_spsc_write(prod, 1, "12345678", 8);
+	if (topology == LULL_RING_MPSC)
+		ret = lull_mpsc_write(prod, 1, "12345678", 8);
+	else
+		ret = lull_spsc_write(prod, 1, "12345678", 8);
 	cr_assert_eq(ret, expected, "tail %llu: %d",
 		     (unsigned long long)tail, ret);
 	for (int i = 0; i < 64; i++)
