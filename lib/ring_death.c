@@ -580,12 +580,24 @@ static void watch_reap(struct lull_ring *ring, struct lull_watch *w)
 	} while (n == 16);
 }
 
+/*
+ * Whether a recovered slot's notice has room in the queue.  A slot queues
+ * one notice at a time, but once freed it may be taken, and its producer
+ * die, before that notice comes due: more than LULL_PRODUCER_SLOTS can
+ * wait (or a region's other writer can make them).  Until a read hands
+ * one out, a dead slot stays dead, and is recovered at a later look.
+ */
+static inline bool notice_room(const struct lull_watch *w)
+{
+	return w->notices < LULL_PRODUCER_SLOTS;
+}
+
 static void notice_push(struct lull_watch *w, unsigned i, uint32_t lane,
 			uint64_t due)
 {
 	struct watch_notice *n;
 
-	/* One slot, one notice at a time: the queue never overflows. */
+	/* Never full here: recoveries wait for room (notice_room()). */
 	n = &w->notice[(w->notice_first + w->notices) % LULL_PRODUCER_SLOTS];
 	n->death.pid = w->slot[i].pid;
 	n->death.slot = i;
@@ -846,7 +858,7 @@ static void recover_mpsc(struct lull_ring *ring, struct lull_watch *w)
 		}
 		lull__consume_to(ring, cur, end);
 	}
-	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++) {
+	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS && notice_room(w); i++) {
 		if (!w->slot[i].dead)
 			continue;
 		/* Relaxed: a dead slot, ours since its acquire CAS. */
@@ -880,7 +892,7 @@ static void watch_recover(struct lull_ring *ring, struct lull_watch *w)
 		recover_mpsc(ring, w);
 		return;
 	}
-	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS; i++)
+	for (unsigned i = 0; i < LULL_PRODUCER_SLOTS && notice_room(w); i++)
 		if (w->slot[i].dead)
 			recover_lane(ring, w, i);
 }

@@ -952,6 +952,89 @@ SHARED_TEST(recovery_never_takes_the_head_past_the_final_tail)
 	cr_assert_eq(lull_ring_destroy(ring), 0);
 }
 
+/* The death notices a read hands out, in order. */
+struct notices {
+	unsigned count, poisons, others;
+	struct lull_death death[80];
+};
+
+static int collect_notices(const struct lull_record *rec, void *ctx)
+{
+	struct notices *n = ctx;
+
+	if (rec->type == LULL_TYPE_DEATH && n->count < 80)
+		memcpy(&n->death[n->count++], rec->data, sizeof(n->death[0]));
+	else if (rec->type == LULL_TYPE_POISON)
+		n->poisons++;
+	else
+		n->others++;
+	return LULL_READ_CONTINUE;
+}
+
+/* Slot @i names a producer in process @pid that is taken for dead. */
+static void slot_dead_producer(struct lull_ring *ring, unsigned i,
+			       int32_t pid)
+{
+	struct lull_slot *slot = &lull__slots(ring)[i];
+
+	atomic_store(&slot->pid, pid);
+	atomic_store(&slot->start, UINT64_MAX); /* no process's */
+	atomic_store(&slot->claim_phase, LULL_CLAIM_NONE);
+	atomic_store(&slot->state, LULL_SLOT_LIVE);
+	atomic_fetch_add(&ring->region->roster_gen, 1);
+}
+
+/*
+ * More deaths than slots before any notice comes due: a shared MPSC ring
+ * whose tail says 4096 bytes are claimed, none committed, so that every
+ * notice waits for the head to pass 4096.  Each slot in turn names a
+ * producer taken for dead (our parent, started at no time), is recovered
+ * at the next read and freed, and then names another: 70 deaths, the
+ * last 6 in process 1.  The queue holds 64; the other deaths wait, their
+ * slots dead, until notices are handed out.  At the close every notice
+ * comes, each once and in the order of the deaths, then the poison.
+ */
+SHARED_TEST(more_deaths_than_slots_wait_for_their_notices)
+{
+	struct notices n = { 0 };
+	struct lull_ring *ring;
+	int32_t pid;
+	int ret;
+
+	cr_assert_eq(lull_ring_create_shared(&ring, CAP, LULL_RING_MPSC, 0),
+		     0);
+	/* Producers to give back: the last would close the ring. */
+	atomic_store(&ring->region->producers, 1000);
+	atomic_store(&ring->cursor[0].lane->tail, 4096);
+	for (unsigned k = 0; k < 70; k++) {
+		pid = k < LULL_PRODUCER_SLOTS ? (int32_t)getppid() : 1;
+		slot_dead_producer(ring, k % LULL_PRODUCER_SLOTS, pid);
+		cr_assert_eq(lull_ring_read(ring, collect_notices, &n, 64),
+			     -EAGAIN, "death %u", k);
+	}
+	cr_assert_eq(n.count, 0, "a notice came before it was due");
+	atomic_fetch_or(&ring->region->state,
+			LULL_STATE_CLOSED | LULL_STATE_DISCARD);
+	for (int reads = 0; reads < 200; reads++) {
+		ret = lull_ring_read(ring, collect_notices, &n, 64);
+		if (ret == -EPIPE)
+			break;
+		cr_assert(ret == 1 || ret == -EAGAIN, "read: %d", ret);
+	}
+	cr_assert_eq(ret, -EPIPE);
+	cr_assert_eq(n.count, 70);
+	for (unsigned k = 0; k < 70; k++) {
+		pid = k < LULL_PRODUCER_SLOTS ? (int32_t)getppid() : 1;
+		cr_assert_eq(n.death[k].pid, pid, "notice %u: pid %d", k,
+			     (int)n.death[k].pid);
+		cr_assert_eq(n.death[k].slot, k % LULL_PRODUCER_SLOTS,
+			     "notice %u: slot %u", k, n.death[k].slot);
+	}
+	cr_assert_eq(n.poisons, 1);
+	cr_assert_eq(n.others, 0);
+	cr_assert_eq(lull_ring_destroy(ring), 0);
+}
+
 /*
  * A consumer with an event loop of its own: the watch descriptor reads
  * ready when the producer dies, and lull_ring_watch() makes the rest
