@@ -166,9 +166,8 @@ Test(park, wait_returns_at_once_when_a_record_is_there, .timeout = WATCHDOG_S)
  * An aborted MPSC claim leaves a padding at the head: a wait with nothing
  * behind it consumes it (its room is free again) and does not return for
  * it; with a record behind it, the wait returns for the record, which the
- * read hands out.  Both
- * answers come from one header in the common case (head_state() in
- * ring_read.c); a padding is never taken for a record.
+ * read hands out.  Both answers come from one header in the common case
+ * (head_state() in ring_read.c); a padding is never taken for a record.
  */
 Test(park, wait_skips_an_aborted_claims_padding, .timeout = WATCHDOG_S)
 {

@@ -328,8 +328,8 @@ Test(hostile, a_record_across_the_end_of_the_data_is_eproto,
  * the data area, which ends the region: no array header follows it, and
  * the consumer refuses it without reading past the region (AddressSanitizer
  * reports it where the read of the array's header comes before the check
- * of its room).  Each entry that walks the lane: the wait's padding skip
- * and readability query, the peek, the read.
+ * of its room).  The entries that walk the lane: the peek, after a wait
+ * (which answers from the head's header: work) and alone, and the read.
  */
 Test(hostile, an_array_header_past_the_end_of_the_region_is_not_read,
      .timeout = TIMEOUT_S)
@@ -362,8 +362,8 @@ Test(hostile, an_array_header_past_the_end_of_the_region_is_not_read,
 
 /*
  * A producer of a region whose lane tail another writer misaligned: its
- * writes stay within the data area, which here ends 64 bytes of canary
- * before the allocation does.  A lane's tail is taken rounded down; a
+ * writes stay within the data area, which here 64 bytes of canary follow
+ * in the allocation.  A lane's tail is taken rounded down; a
  * shared tail with a flag bit but the closed one refuses claims as a
  * closed one does.  Without either, the length cleared past a record,
  * or a wrap's padding header, went up to 7 bytes past the data area.

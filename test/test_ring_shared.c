@@ -883,6 +883,26 @@ SHARED_TEST(reused_pid_is_not_taken_for_the_producer)
 	cr_assert_eq(lull_ring_destroy(a.ring), 0);
 }
 
+/*
+ * Slot @i names a producer in process @pid, started at no time (so taken
+ * for dead at the consumer's next look), holding the claim [@start, @end)
+ * in @phase.
+ */
+static void slot_dead_producer(struct lull_ring *ring, unsigned i,
+			       int32_t pid, uint32_t phase, uint64_t start,
+			       uint64_t end)
+{
+	struct lull_slot *slot = &lull__slots(ring)[i];
+
+	atomic_store(&slot->pid, pid);
+	atomic_store(&slot->start, UINT64_MAX); /* no process's */
+	atomic_store(&slot->claim_start, start);
+	atomic_store(&slot->claim_end, end);
+	atomic_store(&slot->claim_phase, phase);
+	atomic_store(&slot->state, LULL_SLOT_LIVE);
+	atomic_fetch_add(&ring->region->roster_gen, 1);
+}
+
 /* What a hostile region made the consumer hand out. */
 struct handed {
 	unsigned records, poisons;
@@ -914,7 +934,6 @@ SHARED_TEST(recovery_never_takes_the_head_past_the_final_tail)
 {
 	struct lull_ring *ring;
 	struct lull_cursor *cur;
-	struct lull_slot *slot;
 	struct handed h = { 0 };
 	int32_t padding[2] = { 64, LULL_TYPE_PADDING };
 	int32_t record[4] = { 16, 1, 7, 7 };
@@ -932,14 +951,7 @@ SHARED_TEST(recovery_never_takes_the_head_past_the_final_tail)
 	memcpy(cur->data + 64, record, sizeof(record));
 	memcpy(cur->data, padding, sizeof(padding));
 	atomic_store(&cur->lane->tail, CAP | LULL_TAIL_CLOSED);
-	slot = &lull__slots(ring)[0];
-	atomic_store(&slot->pid, (int32_t)getppid());
-	atomic_store(&slot->start, UINT64_MAX); /* no process's */
-	atomic_store(&slot->claim_start, 0);
-	atomic_store(&slot->claim_end, 8);
-	atomic_store(&slot->claim_phase, LULL_CLAIM_OWNED);
-	atomic_store(&slot->state, LULL_SLOT_LIVE);
-	atomic_fetch_add(&ring->region->roster_gen, 1);
+	slot_dead_producer(ring, 0, (int32_t)getppid(), LULL_CLAIM_OWNED, 0, 8);
 
 	n = lull_ring_read(ring, count_handed, &h, 64);
 	cr_assert_eq(n, -EPROTO, "read %d, head %llu, %u handed", n,
@@ -971,19 +983,6 @@ static int collect_notices(const struct lull_record *rec, void *ctx)
 	return LULL_READ_CONTINUE;
 }
 
-/* Slot @i names a producer in process @pid that is taken for dead. */
-static void slot_dead_producer(struct lull_ring *ring, unsigned i,
-			       int32_t pid)
-{
-	struct lull_slot *slot = &lull__slots(ring)[i];
-
-	atomic_store(&slot->pid, pid);
-	atomic_store(&slot->start, UINT64_MAX); /* no process's */
-	atomic_store(&slot->claim_phase, LULL_CLAIM_NONE);
-	atomic_store(&slot->state, LULL_SLOT_LIVE);
-	atomic_fetch_add(&ring->region->roster_gen, 1);
-}
-
 /*
  * More deaths than slots before any notice comes due: a shared MPSC ring
  * whose tail says 4096 bytes are claimed, none committed, so that every
@@ -1008,7 +1007,8 @@ SHARED_TEST(more_deaths_than_slots_wait_for_their_notices)
 	atomic_store(&ring->cursor[0].lane->tail, 4096);
 	for (unsigned k = 0; k < 70; k++) {
 		pid = k < LULL_PRODUCER_SLOTS ? (int32_t)getppid() : 1;
-		slot_dead_producer(ring, k % LULL_PRODUCER_SLOTS, pid);
+		slot_dead_producer(ring, k % LULL_PRODUCER_SLOTS, pid,
+				   LULL_CLAIM_NONE, 0, 0);
 		cr_assert_eq(lull_ring_read(ring, collect_notices, &n, 64),
 			     -EAGAIN, "death %u", k);
 	}
